@@ -1,0 +1,386 @@
+//! The command line: global options and the commands, with their help text.
+//!
+//! clap takes the help text from the doc comments below. Everything that can be
+//! checked without a database is checked here, as the arguments are parsed, so bad
+//! input exits 64 before any connection is made (and before a SQLite file is created).
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use sqlock::{Dialect, Strategy, TableName};
+
+/// Distributed locks on the relational database you already run.
+///
+/// The database URL comes from --database-url, else SQLOCK_DATABASE_URL, else
+/// DATABASE_URL, else the embedded default sqlite:sqlock.db (created on first use, in
+/// WAL mode). On SQLite the lock table is created on first use; on PostgreSQL and
+/// MariaDB run `sqlock migrate` (or sqlx-cli) once: there a missing table is an error.
+///
+/// Durations read 500ms, 30s, 5m, 1h30m (units ms, s, m, h, d).
+///
+/// Exit status:
+///   0    success; for `run`, the command's own status (128+N when signal N ended it)
+///   64   bad usage or input: key, duration, table name, strategy, any usage error
+///   69   the database is unreachable, or the lock table is missing
+///   70   an unexpected database or internal error
+///   75   `run`: the lock was not acquired (busy with --no-wait, or --wait ran out);
+///        `release --force`: the lock was not held
+///   76   `run`: the lock was lost while the command ran
+///   126  `run`: the command could not be executed (permission denied)
+///   127  `run`: the command was not found
+#[derive(Debug, Parser)]
+#[command(name = "sqlock", version, verbatim_doc_comment, max_term_width = 100)]
+pub struct Cli {
+    /// The database: postgres://user@host/db, mysql://user@host/db, sqlite:locks.db.
+    #[arg(long, global = true, value_name = "URL")]
+    pub database_url: Option<String>,
+
+    /// The lock table: lower-case letters, digits and '_', at most 40 bytes.
+    #[arg(long, global = true, value_name = "NAME",
+          default_value = sqlock::DEFAULT_TABLE, value_parser = parse_table)]
+    pub table: TableName,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command while holding the lock on KEY (a distributed flock for cron)
+    ///
+    /// The lock is a lease with a 30 s TTL by default, renewed while the command runs;
+    /// sqlock waits for it as long as it takes unless told --wait or --no-wait. The
+    /// command gets SQLOCK_KEY, SQLOCK_OWNER and SQLOCK_FENCING_TOKEN in its
+    /// environment. SIGINT and SIGTERM sent to sqlock are passed on to it, and the lock
+    /// is released after it exits (a signal while sqlock still waits for the lock ends
+    /// the wait: exit 128+N). If the lock is lost while the command runs, the command
+    /// gets SIGTERM, then SIGKILL after 2 s, and sqlock exits 76. With --at-least the
+    /// lock stays taken that long after it was taken even if the command ends sooner,
+    /// so that a job several hosts schedule a little apart runs once.
+    ///
+    /// Exit status: the command's (128+N when signal N ended it); 75 when the lock
+    /// was not acquired; 76 when it was lost; 126/127 when the command cannot run.
+    #[command(verbatim_doc_comment)]
+    Run(RunArgs),
+
+    /// List the locks held now
+    ///
+    /// Each with its key, strategy, owner, fencing token, when it was taken and how
+    /// long until it expires (database time). For-update locks are not listed: they
+    /// live in their holder's transaction.
+    #[command(verbatim_doc_comment)]
+    List {
+        /// Print a JSON array of objects instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+
+    /// Release a lock whoever holds it: an operator's escape hatch
+    ///
+    /// The key's fencing token moves on, so the holder's renewals fail and its
+    /// `sqlock run` stops its command and exits 76 within one renewal period.
+    ///
+    /// Exit status: 0 when a held lock was released; 75 when nothing was held.
+    #[command(verbatim_doc_comment)]
+    Release {
+        /// Required: releasing another owner's lock is never implicit.
+        #[arg(long, required = true)]
+        force: bool,
+        /// The lock's key.
+        #[arg(value_parser = parse_key)]
+        key: String,
+    },
+
+    /// Reclaim the rows of expired and released locks, and print how many
+    ///
+    /// With --every it keeps going (sweep, print, sleep) until SIGINT or SIGTERM,
+    /// then exits 0; a failed sweep after the first is reported and retried.
+    #[command(verbatim_doc_comment)]
+    Sweep {
+        /// Only rows that expired at least this long ago.
+        #[arg(long, value_name = "DUR", value_parser = crate::duration::parse,
+              default_value = "0s")]
+        grace: Duration,
+        /// Keep sweeping at this interval until SIGINT or SIGTERM.
+        #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+        every: Option<Duration>,
+        /// At most this many rows per delete statement (1 to 100000).
+        #[arg(long, value_name = "N", default_value_t = 1000,
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(sqlock::MAX_SWEEP_BATCH)))]
+        batch: u32,
+    },
+
+    /// Create the lock table (sqlock's migrations; the DDL for another --table)
+    Migrate,
+
+    /// Print the lock table's DDL for --table, without connecting
+    Schema {
+        /// postgres, mysql or sqlite; defaults to the database URL's.
+        #[arg(long, value_name = "DIALECT", value_parser = parse_dialect)]
+        dialect: Option<Dialect>,
+    },
+
+    /// Measure lock throughput, latency and handoff on this database
+    ///
+    /// Runs in a table of its own: sqlock_bench unless --table names another (never
+    /// the default lock table), created for the run and dropped after it; it refuses a
+    /// table that holds other locks. In one run: acquire+release throughput and
+    /// latency per strategy with 1 and more workers on distinct keys, against the same
+    /// statements sent raw, the server's native locks and, with --redis-url, Redis;
+    /// handoff latency and statements per waiter with workers contending for one key;
+    /// the watchdog's statements per tick with many leases held; with --scale-rows,
+    /// latency in a large table and the plans of the lock statements.
+    /// Results go to stdout as tables, progress to stderr.
+    #[command(verbatim_doc_comment)]
+    Bench(BenchArgs),
+}
+
+/// `sqlock bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// How long each measurement runs, split into rounds that alternate with its
+    /// baselines.
+    #[arg(long, value_name = "DUR", default_value = "3s", value_parser = parse_interval)]
+    pub duration: Duration,
+
+    /// How many rounds each measurement is split into (1 to 100).
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+
+    /// The worker counts of the uncontended runs, each on keys of its own (1 to 256).
+    #[arg(long, value_name = "N,...", value_delimiter = ',', default_value = "1,2,4,8",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub workers: Vec<u32>,
+
+    /// Workers waiting for one key while another holds it, in the contended runs
+    /// (1 to 64).
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub waiters: u32,
+
+    /// How long each contended measurement runs, split into rounds as --duration is.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_interval)]
+    pub contended_duration: Duration,
+
+    /// How long a contended holder keeps the lock.
+    #[arg(long, value_name = "DUR", default_value = "50ms", value_parser = crate::duration::parse)]
+    pub hold: Duration,
+
+    /// How often a contended waiter polls, unless woken by notification: the library's
+    /// poll interval, as both its minimum and maximum (each wait is drawn from its
+    /// upper half, so 100ms means about 13 polls a second).
+    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = parse_interval)]
+    pub poll: Duration,
+
+    /// The strategies to measure (default: every one the database supports).
+    #[arg(long, value_name = "STRATEGY,...", value_delimiter = ',', value_parser = parse_strategy)]
+    pub strategies: Vec<Strategy>,
+
+    /// The parts to run: uncontended, contended, watchdog, scale (scale also needs
+    /// --scale-rows).
+    #[arg(long, value_name = "PART,...", value_delimiter = ',',
+          default_value = "uncontended,contended,watchdog,scale",
+          value_parser = ["uncontended", "contended", "watchdog", "scale"])]
+    pub parts: Vec<String>,
+
+    /// Leases one handle holds while the watchdog's ticks are counted (0 skips it).
+    #[arg(long, value_name = "N", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub leases: u32,
+
+    /// Also measure acquisition latency with this many rows in the table against
+    /// 1,000 rows, and print the plans of the lock statements (1000000 takes a while
+    /// to load).
+    #[arg(long, value_name = "ROWS",
+          value_parser = clap::value_parser!(u64).range(2_000..=100_000_000))]
+    pub scale_rows: Option<u64>,
+
+    /// A Redis server to compare with (SET NX PX and an owner-checked delete); needs
+    /// the tool built with the redis-baseline feature.
+    #[arg(long, value_name = "URL")]
+    pub redis_url: Option<String>,
+
+    /// Write the results as JSON to this file ('-' for stdout, then without the tables).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+
+    /// Write the results as CSV (part,variant,strategy,workers,metric,value) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<std::path::PathBuf>,
+
+    /// Draw throughput against workers per strategy as an SVG chart in this file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<std::path::PathBuf>,
+}
+
+/// `sqlock run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// How the lock is held: lease, insert or for-update (PostgreSQL and MariaDB).
+    #[arg(long, value_name = "STRATEGY", default_value = "lease", value_parser = parse_strategy)]
+    pub strategy: Strategy,
+
+    /// The lease's TTL; the lease is renewed every third of it while the command runs.
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_ttl)]
+    pub ttl: Duration,
+
+    /// Wait at most this long for the lock, then exit 75 (default: as long as it takes).
+    #[arg(long, value_name = "DUR", value_parser = crate::duration::parse,
+          conflicts_with = "no_wait")]
+    pub wait: Option<Duration>,
+
+    /// Do not wait: exit 75 at once when the lock is held elsewhere.
+    #[arg(long)]
+    pub no_wait: bool,
+
+    /// Keep the lock at least this long after taking it, even if the command ends sooner
+    #[arg(long, value_name = "DUR", value_parser = crate::duration::parse)]
+    pub at_least: Option<Duration>,
+
+    /// The lock's key: 1 to 255 bytes of UTF-8, no NUL.
+    #[arg(value_parser = parse_key)]
+    pub key: String,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+fn parse_table(name: &str) -> Result<TableName, sqlock::Error> {
+    TableName::new(name)
+}
+
+/// Through `Strategy::from_str`, so every strategy the library knows is accepted.
+fn parse_strategy(name: &str) -> Result<Strategy, sqlock::UnknownStrategy> {
+    name.parse()
+}
+
+fn parse_dialect(name: &str) -> Result<Dialect, String> {
+    match name {
+        "postgres" | "postgresql" => Ok(Dialect::Postgres),
+        "mysql" | "mariadb" => Ok(Dialect::MySql),
+        "sqlite" => Ok(Dialect::Sqlite),
+        _ => Err("expected postgres, mysql or sqlite".into()),
+    }
+}
+
+/// The library's key rules (it checks them again before any SQL): checked here too so
+/// that a bad key is a usage error even when the database is unreachable.
+fn parse_key(key: &str) -> Result<String, sqlock::Error> {
+    if key.is_empty() {
+        return Err(sqlock::Error::EmptyKey);
+    }
+    if key.len() > sqlock::MAX_KEY_BYTES {
+        return Err(sqlock::Error::KeyTooLong {
+            len: key.len(),
+            max: sqlock::MAX_KEY_BYTES,
+        });
+    }
+    if key.contains('\0') {
+        return Err(sqlock::Error::KeyContainsNul);
+    }
+    Ok(key.to_owned())
+}
+
+/// The library's TTL range, checked before connecting, as keys are.
+fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let ttl = crate::duration::parse(text)?;
+    if ttl < sqlock::MIN_TTL {
+        return Err(sqlock::Error::TtlTooShort {
+            ttl,
+            min: sqlock::MIN_TTL,
+        }
+        .to_string());
+    }
+    if ttl > sqlock::MAX_TTL {
+        return Err(sqlock::Error::TtlTooLong {
+            ttl,
+            max: sqlock::MAX_TTL,
+        }
+        .to_string());
+    }
+    Ok(ttl)
+}
+
+/// A zero interval would sweep in a busy loop.
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    match crate::duration::parse(text)? {
+        d if d.is_zero() => Err("the interval must be longer than zero".into()),
+        d => Ok(d),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_parses_its_contract() {
+        let cli = Cli::try_parse_from([
+            "sqlock",
+            "--table",
+            "job_locks",
+            "run",
+            "--strategy",
+            "insert",
+            "--ttl",
+            "2s",
+            "--no-wait",
+            "--at-least",
+            "1m",
+            "nightly",
+            "--",
+            "sh",
+            "-c",
+            "echo hi",
+        ])
+        .unwrap();
+        assert_eq!(cli.table.as_str(), "job_locks");
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.strategy, Strategy::Insert);
+        assert_eq!(run.ttl, Duration::from_secs(2));
+        assert!(run.no_wait);
+        assert_eq!(run.at_least, Some(Duration::from_secs(60)));
+        assert_eq!(run.command, ["sh", "-c", "echo hi"]);
+    }
+
+    #[test]
+    fn bad_input_is_refused_while_parsing() {
+        let long = "k".repeat(256);
+        for args in [
+            &["run", "", "--", "true"][..],
+            &["run", &long, "--", "true"],
+            &["run", "a\0b", "--", "true"],
+            &["run", "--ttl", "0s", "k", "--", "true"],
+            &["run", "--ttl", "banana", "k", "--", "true"],
+            &["run", "--strategy", "optimistic", "k", "--", "true"],
+            &["run", "--wait", "1s", "--no-wait", "k", "--", "true"],
+            &["run", "k"],
+            &["--table", "Bad-Name", "list"],
+            &["release", "k"],
+            &["sweep", "--batch", "0"],
+            &["sweep", "--every", "0s"],
+            &["schema", "--dialect", "oracle"],
+            &["frobnicate"],
+            &["bench", "--workers", "0"],
+            &["bench", "--workers", "1,x"],
+            &["bench", "--duration", "0s"],
+            &["bench", "--parts", "everything"],
+            &["bench", "--strategies", "optimistic"],
+            &["bench", "--scale-rows", "10"],
+        ] {
+            let argv = std::iter::once("sqlock").chain(args.iter().copied());
+            assert!(Cli::try_parse_from(argv).is_err(), "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Workers contending for one key: handoff latency and what waiters send.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sqlock::{DbPool, Dialect, LockGuard, Locker, Strategy, TableName};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::count;
+use super::parts::{Contended, Progress, Waiting, TTL};
+use super::raw::{self, NativeConn};
+use super::stats::Samples;
+use super::{db_failure, KEY_PREFIX};
+use crate::args::BenchArgs;
+use crate::Failure;
+
+/// The handoff bookkeeping of one contended run.
+struct Handoff {
+    state: Mutex<HandoffState>,
+    grants: watch::Sender<u64>,
+    deadline: Instant,
+}
+
+#[derive(Default)]
+struct HandoffState {
+    /// When the last release was called, and by whom.
+    release: Option<(Instant, usize)>,
+    handoff: Samples,
+    grants: u64,
+}
+
+impl Handoff {
+    /// Records a grant to worker `me`; returns the grant count after it.
+    fn granted(&self, me: usize) -> u64 {
+        let now = Instant::now();
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if now <= self.deadline {
+            st.grants += 1;
+            if let Some((t, who)) = st.release.take() {
+                if who != me {
+                    st.handoff.push(now.saturating_duration_since(t));
+                }
+            }
+        }
+        let grants = st.grants;
+        drop(st);
+        self.grants.send_replace(grants);
+        grants
+    }
+
+    /// Records that worker `me` is about to release.
+    fn releasing(&self, me: usize) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.release = Some((Instant::now(), me));
+    }
+
+    /// Waits until another worker was granted the lock after grant `seen` (so that a
+    /// releaser does not take the lock straight back), or the run is over.
+    async fn wait_for_other(&self, rx: &mut watch::Receiver<u64>, seen: u64) {
+        while *rx.borrow_and_update() == seen {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// One contended worker: take, hold, release, let another take it; until the end.
+async fn contend(
+    h: Arc<Handoff>,
+    me: usize,
+    key: String,
+    hold: Duration,
+    mut lock: ContendedLock,
+) -> Result<f64, Failure> {
+    let mut waited = 0.0;
+    let mut rx = h.grants.subscribe();
+    loop {
+        let now = Instant::now();
+        if now >= h.deadline {
+            break;
+        }
+        let started = now;
+        let guard = lock.take(&key, h.deadline - now).await?;
+        waited += started.elapsed().as_secs_f64();
+        let Some(guard) = guard else { break };
+        let seen = h.granted(me);
+        raw::hold_for(hold).await;
+        h.releasing(me);
+        lock.give(&key, guard).await?;
+        h.wait_for_other(&mut rx, seen).await;
+    }
+    Ok(waited)
+}
+
+/// How a contended worker takes its lock.
+enum ContendedLock {
+    Library(Locker),
+    Native(NativeConn),
+}
+
+impl ContendedLock {
+    /// Takes the lock, waiting at most `left`; `None` when the time ran out.
+    async fn take(
+        &mut self,
+        key: &str,
+        left: Duration,
+    ) -> Result<Option<Option<LockGuard>>, Failure> {
+        match self {
+            Self::Library(l) => match l.acquire_timeout(key, left).await {
+                Ok(g) => Ok(Some(Some(g))),
+                Err(sqlock::Error::Timeout { .. }) => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+            Self::Native(c) => loop {
+                if c.lock(key, true).await.map_err(db_failure)? {
+                    return Ok(Some(None));
+                }
+            },
+        }
+    }
+
+    async fn give(&mut self, key: &str, guard: Option<LockGuard>) -> Result<(), Failure> {
+        match (self, guard) {
+            (Self::Library(_), Some(g)) => {
+                g.release().await?;
+                Ok(())
+            }
+            (Self::Native(c), _) => c.unlock(key).await.map_err(db_failure),
+            (Self::Library(_), None) => Ok(()),
+        }
+    }
+}
+
+/// Workers contending for one key: the library polling, woken by notifications where
+/// the library offers them, and the native blocking lock.
+pub(crate) async fn contended(
+    db: &DbPool,
+    table: &TableName,
+    strategies: &[Strategy],
+    args: &BenchArgs,
+    progress: &Progress,
+) -> Result<(Vec<Contended>, bool), Failure> {
+    let workers = args.waiters as usize + 1;
+    let mut setups: Vec<(Waiting, Option<Strategy>)> = Vec::new();
+    let notify = super::notify_available(db.dialect());
+    for &s in strategies {
+        setups.push((Waiting::Poll, Some(s)));
+        // For-update waiters wait in the database, not by polling.
+        if notify && s != Strategy::ForUpdate {
+            setups.push((Waiting::Notify, Some(s)));
+        }
+    }
+    if db.dialect() != Dialect::Sqlite {
+        setups.push((Waiting::NativeBlocking, None));
+    }
+    let mut lockers: Vec<Option<Vec<Locker>>> = Vec::new();
+    for (waiting, s) in &setups {
+        lockers.push(match s {
+            Some(s) => {
+                let b = Locker::builder(db.clone())
+                    .table(table.as_str())
+                    .strategy(*s)
+                    .ttl(TTL);
+                // Woken waiters keep the library's own fallback polling (100 ms to 2 s).
+                let b = match waiting {
+                    Waiting::Notify => b.notify_waiters(true),
+                    _ => b.poll_interval(args.poll, args.poll),
+                }
+                .build()?;
+                Some((0..workers).map(|_| b.new_handle()).collect())
+            }
+            None => None,
+        });
+    }
+    let slice = args.contended_duration / args.rounds;
+    let mut acc: Vec<Option<Contended>> = vec![None; setups.len()];
+    for round in 0..args.rounds {
+        progress.note(&format!(
+            "contended: {} waiters on one key, round {}/{}",
+            args.waiters,
+            round + 1,
+            args.rounds
+        ));
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..setups.len()).collect()
+        } else {
+            (0..setups.len()).rev().collect()
+        };
+        for i in order {
+            let (waiting, s) = setups[i];
+            let key = format!("{KEY_PREFIX}c-{}", s.map_or("native", Strategy::name));
+            let mut locks = Vec::with_capacity(workers);
+            for w in 0..workers {
+                locks.push(match &lockers[i] {
+                    Some(ls) => ContendedLock::Library(ls[w].clone()),
+                    None => {
+                        ContendedLock::Native(NativeConn::acquire(db).await.map_err(db_failure)?)
+                    }
+                });
+            }
+            let (tx, _) = watch::channel(0);
+            let before = count::snapshot();
+            let h = Arc::new(Handoff {
+                state: Mutex::new(HandoffState::default()),
+                grants: tx,
+                deadline: Instant::now() + slice,
+            });
+            let mut set = JoinSet::new();
+            for (me, lock) in locks.into_iter().enumerate() {
+                set.spawn(contend(h.clone(), me, key.clone(), args.hold, lock));
+            }
+            let mut wait_secs = 0.0;
+            while let Some(joined) = set.join_next().await {
+                wait_secs +=
+                    joined.map_err(|e| Failure::Other(format!("a worker failed: {e}")))??;
+            }
+            let stmts = count::snapshot().since(&before);
+            let st = std::mem::take(&mut *h.state.lock().unwrap_or_else(|e| e.into_inner()));
+            let m = Contended {
+                waiting,
+                strategy: s.map_or("advisory", Strategy::name),
+                workers,
+                grants: st.grants,
+                secs: slice.as_secs_f64(),
+                handoff: st.handoff,
+                stmts,
+                wait_secs,
+            };
+            acc[i] = Some(match acc[i].take() {
+                None => m,
+                Some(mut a) => {
+                    a.grants += m.grants;
+                    a.secs += m.secs;
+                    a.handoff.extend(&m.handoff);
+                    a.wait_secs += m.wait_secs;
+                    for k in 0..count::KINDS.len() {
+                        a.stmts.by_kind[k] += m.stmts.by_kind[k];
+                        a.stmts.micros[k] += m.stmts.micros[k];
+                    }
+                    a
+                }
+            });
+        }
+    }
+    Ok((acc.into_iter().flatten().collect(), notify))
+}

@@ -1,0 +1,175 @@
+//! Where the database is and how the tool connects to it.
+//!
+//! The URL comes from the flag, the environment, or the embedded SQLite default; its
+//! scheme picks the sqlx pool type. The pools are set for a short-lived tool: a few
+//! connections, no ping before each use, and a bounded connect whose failure names
+//! its cause.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlock::{DbPool, Dialect};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::{ConnectOptions, Connection as _};
+
+use crate::Failure;
+
+/// The database used when no URL is given: a file in the working directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite:sqlock.db";
+
+/// How long connecting may take before the database counts as unreachable; also how
+/// long a statement waits for a pooled connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long SQLite waits for another process's write before reporting it busy.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A holder needs one connection for its statements and the watchdog's renewals, and
+/// a for-update lock one more for its transaction; a few spare ones cost nothing.
+const MAX_CONNECTIONS: u32 = 4;
+
+/// The URL from `--database-url`, else `SQLOCK_DATABASE_URL`, else `DATABASE_URL`,
+/// else [`DEFAULT_DATABASE_URL`].
+pub fn database_url(flag: Option<&str>) -> String {
+    flag.map(str::to_owned)
+        .or_else(|| std::env::var("SQLOCK_DATABASE_URL").ok())
+        .or_else(|| std::env::var("DATABASE_URL").ok())
+        .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned())
+}
+
+/// The dialect of a URL; an unknown scheme is a usage error.
+pub fn dialect(url: &str) -> Result<Dialect, Failure> {
+    Dialect::from_url(url).ok_or_else(|| {
+        Failure::Usage(format!(
+            "unsupported database url {:?}: expected postgres://, mysql:// or sqlite:",
+            redact(url)
+        ))
+    })
+}
+
+/// Connects to `url`.
+///
+/// On a server, one connection is made directly first: a pool retries a refused
+/// connection until its timeout and then reports only that it timed out, while the
+/// direct attempt fails at once with its cause. The pool then connects lazily.
+pub async fn connect(url: &str) -> Result<DbPool, Failure> {
+    connect_sized(url, MAX_CONNECTIONS).await
+}
+
+/// Connects to `url` as [`connect`] does, with a pool of at most `max_connections`
+/// (`sqlock bench` needs one per worker).
+pub async fn connect_sized(url: &str, max_connections: u32) -> Result<DbPool, Failure> {
+    let bad_url =
+        |e: sqlx::Error| Failure::Usage(format!("invalid database url {:?}: {e}", redact(url)));
+    Ok(match dialect(url)? {
+        Dialect::Postgres => {
+            let options = PgConnectOptions::from_str(url).map_err(bad_url)?;
+            probe(url, &options).await?;
+            PgPoolOptions::new()
+                .max_connections(max_connections)
+                .test_before_acquire(false)
+                .acquire_timeout(CONNECT_TIMEOUT)
+                .connect_lazy_with(options)
+                .into()
+        }
+        Dialect::MySql => {
+            let options = MySqlConnectOptions::from_str(url).map_err(bad_url)?;
+            probe(url, &options).await?;
+            MySqlPoolOptions::new()
+                .max_connections(max_connections)
+                .test_before_acquire(false)
+                .acquire_timeout(CONNECT_TIMEOUT)
+                .connect_lazy_with(options)
+                .into()
+        }
+        Dialect::Sqlite => {
+            let options = SqliteConnectOptions::from_str(url)
+                .map_err(bad_url)?
+                .create_if_missing(true)
+                // Several processes share the file: readers must not block the writer,
+                // and a writer waits for another rather than failing at once.
+                .journal_mode(SqliteJournalMode::Wal)
+                .busy_timeout(SQLITE_BUSY_TIMEOUT);
+            // Eager: opening a local file fails at once, with its cause.
+            SqlitePoolOptions::new()
+                .max_connections(max_connections)
+                .test_before_acquire(false)
+                .acquire_timeout(CONNECT_TIMEOUT)
+                .connect_with(options)
+                .await
+                .map_err(|e| unreachable(url, &e))?
+                .into()
+        }
+        // A dialect a newer library knows and this tool does not.
+        other => {
+            return Err(Failure::Usage(format!(
+                "the {other} dialect is not supported"
+            )))
+        }
+    })
+}
+
+/// One direct connection, closed again, to learn whether the server can be used.
+async fn probe<O>(url: &str, options: &O) -> Result<(), Failure>
+where
+    O: ConnectOptions,
+    O::Connection: Sized,
+{
+    match tokio::time::timeout(CONNECT_TIMEOUT, options.connect()).await {
+        Ok(Ok(conn)) => {
+            // Closing politely is a courtesy to the server; failing to is no error.
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(unreachable(url, &e)),
+        Err(_) => Err(Failure::Unavailable(format!(
+            "cannot connect to {}: no answer within {}s",
+            redact(url),
+            CONNECT_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+fn unreachable(url: &str, e: &sqlx::Error) -> Failure {
+    Failure::Unavailable(format!("cannot connect to {}: {e}", redact(url)))
+}
+
+/// The URL without its password, for messages.
+fn redact(url: &str) -> String {
+    // scheme://user:password@host/...: cut what lies between the first ':' after the
+    // scheme's "//" and the '@'.
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        assert_eq!(
+            redact("postgres://app:s3cret@db/app"),
+            "postgres://app:***@db/app"
+        );
+        assert_eq!(redact("mysql://root@db/app"), "mysql://root@db/app");
+        assert_eq!(redact("sqlite:locks.db"), "sqlite:locks.db");
+    }
+
+    #[test]
+    fn unknown_schemes_are_usage_errors() {
+        assert!(matches!(dialect("oracle://db"), Err(Failure::Usage(_))));
+        assert!(matches!(dialect("locks.db"), Err(Failure::Usage(_))));
+        assert_eq!(dialect("sqlite:x.db").ok(), Some(Dialect::Sqlite));
+    }
+}

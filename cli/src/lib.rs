@@ -1,0 +1,268 @@
+//! The `sqlock` command-line tool: parses the command line, connects, runs one command,
+//! and maps every outcome to a documented exit status.
+//!
+//! `main.rs` only calls [`main`]; tests call [`run_with_args`] or run the binary. Every
+//! failure becomes a [`Failure`], and [`exit_status`] turns each kind into one of the
+//! named exit codes below, in one exhaustive match.
+
+#![forbid(unsafe_code)]
+
+mod args;
+mod bench;
+mod connect;
+mod duration;
+mod ops;
+mod run;
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::error::ErrorKind;
+use clap::Parser;
+use sqlock::{Dialect, Locker};
+
+pub use args::{BenchArgs, Cli, Command, RunArgs};
+pub use connect::DEFAULT_DATABASE_URL;
+
+/// Bad usage or input: a bad key, duration, table name or strategy, an unknown
+/// command or option, an unsupported URL (`EX_USAGE`).
+pub const EXIT_USAGE: i32 = 64;
+/// The database is unreachable or the lock table is missing (`EX_UNAVAILABLE`).
+pub const EXIT_UNAVAILABLE: i32 = 69;
+/// Anything unexpected: a database error sqlock does not handle, a failed migration
+/// (`EX_SOFTWARE`).
+pub const EXIT_SOFTWARE: i32 = 70;
+/// `run`: the lock was not acquired, busy with `--no-wait` or still busy when `--wait`
+/// ran out; `release --force`: the lock was not held (`EX_TEMPFAIL`: try again later).
+pub const EXIT_NOT_ACQUIRED: i32 = 75;
+/// `run`: the lock was lost while the command ran, which was stopped.
+pub const EXIT_LOST: i32 = 76;
+/// `run`: the command exists but could not be executed (as shells report it).
+pub const EXIT_CANNOT_EXECUTE: i32 = 126;
+/// `run`: the command was not found (as shells report it).
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// How long closing the pool may take before the tool exits anyway.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a command failed, as far as the exit status is concerned. Each carries the
+/// message printed on stderr (lowercase, after `sqlock: `).
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad usage or input.
+    Usage(String),
+    /// The database cannot be used.
+    Unavailable(String),
+    /// The lock was not acquired.
+    NotAcquired(String),
+    /// There was no lock to release.
+    NotHeld(String),
+    /// The lock was lost.
+    Lost(String),
+    /// The command to run could not be executed.
+    CannotExecute(String),
+    /// The command to run was not found.
+    NotFound(String),
+    /// Anything else.
+    Other(String),
+}
+
+/// The exit status of each kind of failure.
+pub fn exit_status(failure: &Failure) -> i32 {
+    match failure {
+        Failure::Usage(_) => EXIT_USAGE,
+        Failure::Unavailable(_) => EXIT_UNAVAILABLE,
+        Failure::NotAcquired(_) | Failure::NotHeld(_) => EXIT_NOT_ACQUIRED,
+        Failure::Lost(_) => EXIT_LOST,
+        Failure::CannotExecute(_) => EXIT_CANNOT_EXECUTE,
+        Failure::NotFound(_) => EXIT_NOT_FOUND,
+        Failure::Other(_) => EXIT_SOFTWARE,
+    }
+}
+
+impl Failure {
+    fn message(&self) -> &str {
+        match self {
+            Self::Usage(m)
+            | Self::Unavailable(m)
+            | Self::NotAcquired(m)
+            | Self::NotHeld(m)
+            | Self::Lost(m)
+            | Self::CannotExecute(m)
+            | Self::NotFound(m)
+            | Self::Other(m) => m,
+        }
+    }
+}
+
+impl From<sqlock::Error> for Failure {
+    fn from(e: sqlock::Error) -> Self {
+        use sqlock::Error as E;
+        match e {
+            E::EmptyKey
+            | E::KeyTooLong { .. }
+            | E::KeyContainsNul
+            | E::TtlTooShort { .. }
+            | E::TtlTooLong { .. }
+            | E::InvalidTableName { .. }
+            | E::InvalidBatch { .. } => Self::Usage(e.to_string()),
+            // The library's message names its own API; the tool's user wants the tool.
+            E::MissingTable { ref table, .. } => Self::Unavailable(missing_table(table)),
+            E::Timeout { .. } => Self::NotAcquired(e.to_string()),
+            E::LockLost { .. } => Self::Lost(e.to_string()),
+            E::PoolExhausted | E::Unsupported(_) => Self::Unavailable(e.to_string()),
+            E::Database(ref db) if is_connection_error(db) => Self::Unavailable(chain(&e)),
+            // `sqlock::Error` is non-exhaustive: a variant added later is unexpected here.
+            _ => Self::Other(chain(&e)),
+        }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Self::Other(e.to_string())
+    }
+}
+
+/// Errors that say the database cannot be reached, rather than that a statement
+/// failed.
+fn is_connection_error(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+    )
+}
+
+fn missing_table(table: &str) -> String {
+    let how = if table == sqlock::DEFAULT_TABLE {
+        "run `sqlock migrate` once against this database, or apply sqlock's migrations \
+         with sqlx-cli"
+            .to_owned()
+    } else {
+        format!(
+            "run `sqlock --table {table} migrate` once against this database, or apply \
+             the DDL of `sqlock --table {table} schema`"
+        )
+    };
+    format!("lock table {table:?} does not exist\nhint: {how}")
+}
+
+/// An error and its sources, on one line: `database error: <the cause>`.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Runs the tool with the process's arguments and returns its exit status.
+pub fn main() -> i32 {
+    run_with_args(std::env::args_os())
+}
+
+/// Runs the tool with these arguments (the first is the program name) and returns
+/// its exit status. Messages go to stderr, output to stdout.
+pub fn run_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => return clap_failure(&e),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return report(&Failure::Other(format!("cannot start the runtime: {e}"))),
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(status) => status,
+        Err(failure) => report(&failure),
+    }
+}
+
+/// Prints a failure on stderr and returns its exit status.
+fn report(failure: &Failure) -> i32 {
+    eprintln!("sqlock: {}", failure.message());
+    exit_status(failure)
+}
+
+/// `--help` and `--version` print on stdout and succeed; every other clap error is a
+/// usage error (clap itself would exit 2), printed in the tool's own voice.
+fn clap_failure(e: &clap::Error) -> i32 {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            0
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprintln!("sqlock: a command is required\n");
+            eprint!("{}", e.render());
+            EXIT_USAGE
+        }
+        _ => {
+            let text = e.render().to_string();
+            let text = text.strip_prefix("error: ").unwrap_or(&text);
+            eprint!("sqlock: {text}");
+            EXIT_USAGE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<i32, Failure> {
+    let url = connect::database_url(cli.database_url.as_deref());
+    if let Command::Schema { dialect } = cli.command {
+        // Printing DDL needs no connection, only a dialect.
+        let dialect = match dialect {
+            Some(d) => d,
+            None => connect::dialect(&url)?,
+        };
+        return ops::schema(dialect, &cli.table);
+    }
+    if let Command::Run(args) = &cli.command {
+        run::check(args, connect::dialect(&url)?)?;
+    }
+    if let Command::Bench(args) = cli.command {
+        // The benchmark sizes its own pool and works in a table of its own.
+        return bench::bench(&url, &cli.table, args).await;
+    }
+    let pool = connect::connect(&url).await?;
+    let locker = Locker::builder(pool.clone())
+        .table(cli.table.as_str())
+        .build()?;
+    if pool.dialect() == Dialect::Sqlite && !matches!(cli.command, Command::Migrate) {
+        // The embedded default needs no set-up step. Servers never get tables made
+        // behind the operator's back: there a missing table is an error.
+        locker.create_table().await?;
+    }
+    let outcome = match cli.command {
+        Command::Run(args) => run::run(&locker, args).await,
+        Command::List { json } => ops::list(&locker, json).await,
+        Command::Release { key, .. } => ops::release(&locker, &key).await,
+        Command::Sweep {
+            grace,
+            every,
+            batch,
+        } => ops::sweep(&locker, grace, every, batch).await,
+        Command::Migrate => ops::migrate(&locker).await,
+        Command::Schema { .. } | Command::Bench(_) => {
+            unreachable!("BUG: schema and bench are answered before connecting")
+        }
+    };
+    // Say goodbye to the server rather than drop the sockets, which servers log as
+    // errors; never wait long for it.
+    drop(locker);
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, pool.close()).await;
+    outcome
+}

@@ -1,0 +1,173 @@
+//! The operator's commands: `list`, `release --force`, `sweep`, `migrate` and `schema`.
+//!
+//! Each prints its result on stdout and returns the exit status, or a [`Failure`] for
+//! the caller to report.
+
+use std::time::Duration;
+
+use sqlock::{Dialect, LockInfo, Locker, SweepOptions, TableName};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::Failure;
+
+/// `list [--json]`: the locks held now, as a table or as a JSON array of objects.
+pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
+    let locks = locker.list().await?;
+    if json {
+        let items: Vec<serde_json::Value> = locks.iter().map(to_json).collect();
+        println!("{}", serde_json::Value::Array(items));
+    } else if locks.is_empty() {
+        println!("no locks held");
+    } else {
+        print_table(&locks);
+    }
+    Ok(0)
+}
+
+fn to_json(l: &LockInfo) -> serde_json::Value {
+    serde_json::json!({
+        "key": l.key,
+        "strategy": l.strategy,
+        "owner": l.owner,
+        "fencing_token": l.fencing_token,
+        "hold_count": l.hold_count,
+        "held_since": l.acquired_at.to_rfc3339(),
+        "expires_at": l.expires_at.to_rfc3339(),
+        "expires_in_ms": u64::try_from(l.expires_in.as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+fn print_table(locks: &[LockInfo]) {
+    let header = [
+        "KEY",
+        "STRATEGY",
+        "OWNER",
+        "TOKEN",
+        "HELD SINCE (UTC)",
+        "EXPIRES IN",
+    ];
+    let rows: Vec<[String; 6]> = locks
+        .iter()
+        .map(|l| {
+            [
+                printable(&l.key),
+                l.strategy.clone(),
+                l.owner.clone(),
+                l.fencing_token.to_string(),
+                l.acquired_at.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
+                format!("{:.1}s", l.expires_in.as_secs_f64()),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 6]| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            // Numbers are right-aligned, text left; the last column is not padded.
+            let padded = match i {
+                3 | 5 => format!("{cell:>w$}"),
+                _ => format!("{cell:<w$}"),
+            };
+            out.push_str(&padded);
+            out.push_str(if i == 5 { "" } else { "  " });
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header);
+    for row in &rows {
+        line(row.each_ref().map(String::as_str));
+    }
+}
+
+/// A key as it can be shown in one table cell: quoted and escaped if it holds control
+/// characters, which would break the table.
+fn printable(key: &str) -> String {
+    if key.chars().any(char::is_control) {
+        format!("{key:?}")
+    } else {
+        key.to_owned()
+    }
+}
+
+/// `release --force KEY`: ends the lock whoever holds it. Not held is exit 75.
+pub(crate) async fn release(locker: &Locker, key: &str) -> Result<i32, Failure> {
+    // Looked up first only to say whose lock it was: force_release does not tell.
+    let held = locker.list().await?.into_iter().find(|l| l.key == key);
+    if !locker.force_release(key).await? {
+        return Err(Failure::NotHeld(format!(
+            "lock {key:?} was not held: nothing released"
+        )));
+    }
+    match held {
+        Some(l) => println!(
+            "released lock {key:?} (owner {}, fencing token {})",
+            l.owner, l.fencing_token
+        ),
+        // Taken between the two statements: its holder is unknown.
+        None => println!("released lock {key:?}"),
+    }
+    Ok(0)
+}
+
+/// `sweep`: reclaims expired rows once, or every `every` until SIGINT or SIGTERM.
+pub(crate) async fn sweep(
+    locker: &Locker,
+    grace: Duration,
+    every: Option<Duration>,
+    batch: u32,
+) -> Result<i32, Failure> {
+    let options = SweepOptions::new().grace(grace).batch(batch);
+    // The first sweep's failure ends the command: it is most likely a setting (URL,
+    // table) that no retry would fix.
+    let n = locker.sweep(options).await?;
+    println!("reclaimed {n} rows");
+    let Some(every) = every else {
+        return Ok(0);
+    };
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = interrupt.recv() => return Ok(0),
+            _ = terminate.recv() => return Ok(0),
+        }
+        // A long-running sweeper outlives a database restart: a failed sweep is
+        // reported and the next one tried on schedule.
+        tokio::select! {
+            swept = locker.sweep(options) => match swept {
+                Ok(n) => println!("reclaimed {n} rows"),
+                Err(e) => eprintln!("sqlock: sweep failed, retrying in {every:?}: {}",
+                                    Failure::from(e).message()),
+            },
+            // A sweep is one statement per batch, each committed on its own: stopping
+            // between or during them loses nothing.
+            _ = interrupt.recv() => return Ok(0),
+            _ = terminate.recv() => return Ok(0),
+        }
+    }
+}
+
+/// `migrate`: the embedded migrations for the default table, the DDL for another.
+pub(crate) async fn migrate(locker: &Locker) -> Result<i32, Failure> {
+    if locker.table().as_str() == sqlock::DEFAULT_TABLE {
+        sqlock::migrate(locker.pool()).await?;
+    } else {
+        // The migrations name the default table; another one gets the same DDL under
+        // its own name (every statement says IF NOT EXISTS, so this is repeatable).
+        locker.create_table().await?;
+    }
+    println!("lock table {} is ready", locker.table().as_str());
+    Ok(0)
+}
+
+/// `schema`: the DDL of the lock table, printed without connecting.
+pub(crate) fn schema(dialect: Dialect, table: &TableName) -> Result<i32, Failure> {
+    print!("{}", sqlock::schema(dialect, table));
+    Ok(0)
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Server instances of the fault tests' own, which those tests stop and start: a second
+# PostgreSQL cluster on 127.0.0.1:5433 and a second MariaDB on 127.0.0.1:3307, each
+# with a database `test`. The main servers (5432, 3306) are never touched.
+#
+#   scripts/fault-db.sh up                  create (first time) and start both
+#   scripts/fault-db.sh down                stop both
+#   scripts/fault-db.sh postgres stop|start
+#   scripts/fault-db.sh mariadb stop|start
+set -euo pipefail
+
+PG_PORT=5433
+MY_PORT=3307
+PG_CLUSTER=sqlock_fault
+MY_DIR=/var/lib/sqlock-fault-mariadb
+MY_SOCK=$MY_DIR/mysqld.sock
+MY_PID=$MY_DIR/mysqld.pid
+
+log() { printf 'fault-db: %s\n' "$*" >&2; }
+
+wait_for() {
+    for _ in $(seq 1 120); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.25
+    done
+    return 1
+}
+
+pg_version() { ls /etc/postgresql | sort -V | tail -n 1; }
+
+postgres() {
+    local v
+    v=$(pg_version)
+    case $1 in
+    create)
+        if [ ! -d "/etc/postgresql/$v/$PG_CLUSTER" ]; then
+            log "creating PostgreSQL cluster $PG_CLUSTER on port $PG_PORT"
+            pg_createcluster "$v" "$PG_CLUSTER" -p "$PG_PORT" >/dev/null
+            sed -i '1i local all all trust\nhost all all 127.0.0.1/32 trust' \
+                "/etc/postgresql/$v/$PG_CLUSTER/pg_hba.conf"
+        fi
+        ;;
+    start)
+        pg_ctlcluster --skip-systemctl-redirect "$v" "$PG_CLUSTER" start >/dev/null 2>&1 || true
+        wait_for pg_isready -q -h 127.0.0.1 -p "$PG_PORT"
+        ;;
+    stop)
+        pg_ctlcluster --skip-systemctl-redirect "$v" "$PG_CLUSTER" stop -m fast 2>/dev/null || true
+        ;;
+    esac
+}
+
+mariadb_ping() { mariadb-admin --socket="$MY_SOCK" -uroot ping; }
+
+mariadb() {
+    case $1 in
+    create)
+        if [ ! -d "$MY_DIR/mysql" ]; then
+            log "creating MariaDB instance in $MY_DIR on port $MY_PORT"
+            mkdir -p "$MY_DIR"
+            chown mysql:mysql "$MY_DIR"
+            mariadb-install-db --no-defaults --user=mysql --datadir="$MY_DIR" \
+                --auth-root-authentication-method=normal --skip-test-db >/dev/null
+        fi
+        ;;
+    start)
+        if ! mariadb_ping >/dev/null 2>&1; then
+            start-stop-daemon --start --background --pidfile "$MY_PID" --exec /usr/sbin/mariadbd -- \
+                --no-defaults --user=mysql --datadir="$MY_DIR" --port="$MY_PORT" \
+                --bind-address=127.0.0.1 --socket="$MY_SOCK" --pid-file="$MY_PID" \
+                --skip-name-resolve --innodb-buffer-pool-size=32M --log-error="$MY_DIR/error.log"
+            wait_for mariadb_ping
+        fi
+        command mariadb --socket="$MY_SOCK" -uroot -e "
+            CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
+            GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+            CREATE DATABASE IF NOT EXISTS test;"
+        ;;
+    stop)
+        if mariadb_ping >/dev/null 2>&1; then
+            mariadb-admin --socket="$MY_SOCK" -uroot shutdown
+        fi
+        ;;
+    esac
+}
+
+case ${1:-} in
+up)
+    postgres create
+    postgres start
+    psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'test'" | grep -q 1 ||
+        psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -qc "CREATE DATABASE test"
+    mariadb create
+    mariadb start
+    log "PostgreSQL on 127.0.0.1:$PG_PORT and MariaDB on 127.0.0.1:$MY_PORT are ready"
+    ;;
+down)
+    postgres stop
+    mariadb stop
+    ;;
+postgres | mariadb)
+    "$1" "${2:?start or stop}"
+    ;;
+*)
+    echo "usage: $0 up|down|postgres start|postgres stop|mariadb start|mariadb stop" >&2
+    exit 64
+    ;;
+esac

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite, servers included: starts (or installs) PostgreSQL and MariaDB,
+# starts the fault tests' own instances of both and the deployment tests' PgBouncer,
+# Galera cluster and standby pair, checks formatting and lints, builds
+# each database feature alone, then runs every test on SQLite, PostgreSQL and MariaDB.
+# A server that cannot be reached fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/db-up.sh
+# The fault tests' own server instances, which they stop and start; stopped again
+# when this script ends, however it ends.
+bash scripts/fault-db.sh up
+trap 'bash scripts/fault-db.sh down' EXIT
+# PgBouncer, a three-node Galera cluster and a primary with a synchronous standby, for
+# the deployment tests; all stopped again when this script ends.
+bash scripts/ha.sh up
+trap 'bash scripts/fault-db.sh down; bash scripts/ha.sh down' EXIT
+
+# Tests fail, never skip, when a server is missing.
+export SQLOCK_REQUIRE_SERVERS=1
+
+echo "== cargo fmt"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
+
+echo "== each database feature on its own"
+for feature in postgres mysql sqlite; do
+    cargo check --quiet --no-default-features --features "$feature"
+done
+
+echo "== cargo test: the library and the sqlock tool (SQLite, PostgreSQL, MariaDB)"
+cargo test --workspace --all-features --no-fail-fast

@@ -1,0 +1,17 @@
+-- An operator's release of :key, whoever holds it. The token moves on, so the old
+-- holder's renewals, releases and fenced writes all fail from now on.
+-- The key's fence bucket is locked first (it is "updated" to itself), as acquisitions
+-- lock it, so that no acquisition waiting with a token already drawn sees this one
+-- overtake it. The key's row by primary key only, never a scan that would wait behind
+-- other keys' row locks (see lease_renew). Assigned left to right: the token first,
+-- while the row reads as held.
+UPDATE `{table}_fence` AS f
+    STRAIGHT_JOIN `{table}` AS l FORCE INDEX (PRIMARY) ON l.lock_key = :key
+SET f.bucket = f.bucket,
+    l.fencing_token = GREATEST(NEXTVAL(`{table}_fence_seq`), l.fencing_token + 1),
+    l.hold_count = 0,
+    l.expires_at = UTC_TIMESTAMP(6),
+    l.locked = FALSE
+WHERE f.bucket = CRC32(:key) % 1024
+  AND l.locked
+  AND l.expires_at > UTC_TIMESTAMP(6)

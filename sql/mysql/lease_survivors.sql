@@ -1,0 +1,11 @@
+-- After a renewal that matched fewer rows than its batch: which leases of :batch does
+-- :owner still hold with their tokens? The others are lost. Primary-key lookups only,
+-- as in lease_renew.
+SELECT l.lock_key
+FROM JSON_TABLE(:batch, '$[*]' COLUMNS (
+         k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$[0]',
+         t BIGINT PATH '$[1]')) AS b
+    STRAIGHT_JOIN `{table}` AS l FORCE INDEX (PRIMARY) ON l.lock_key = b.k AND l.fencing_token = b.t
+WHERE l.lock_owner = :owner
+  AND l.locked
+  AND l.expires_at > UTC_TIMESTAMP(6)

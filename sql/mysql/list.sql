@@ -1,0 +1,15 @@
+-- The locks held now (locked and unexpired on the database clock), by key, with the
+-- database's own time so that "expires in" needs no client clock.
+SELECT lock_key,
+       lock_strategy,
+       lock_owner,
+       fencing_token,
+       hold_count,
+       TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', acquired_at) AS acquired_us,
+       TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) AS expires_us,
+       TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS now_us
+FROM `{table}`
+WHERE locked
+  AND expires_at > UTC_TIMESTAMP(6)
+ORDER BY lock_key
+LIMIT :limit

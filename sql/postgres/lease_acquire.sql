@@ -1,0 +1,50 @@
+-- Shared by the lease and the insert strategy (:strategy names which is recorded);
+-- they differ at release: a lease row stays, an insert row is deleted.
+-- Take the lease on :key for :owner when it is free, expired, or already ours (then the
+-- hold count grows and the token stays). One statement, one round trip: no row comes
+-- back when another owner holds a live lease.
+-- The token is drawn inside DO UPDATE, under the row lock, so tokens rise in grant order;
+-- greatest() keeps them rising even past a token the sequence never issued (a restored
+-- backup whose sequence lags, a row written by hand).
+INSERT INTO "{table}" AS l
+    (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
+     expires_at, hold_count, fencing_token)
+VALUES
+    (:key, :owner, :strategy, TRUE, statement_timestamp(), statement_timestamp(), :ttl_us,
+     statement_timestamp() + :ttl_us * INTERVAL '1 microsecond',
+     1,
+     -- A fresh row's token is drawn only after a transaction-scoped advisory lock on
+     -- the key, held by every acquisition until it commits: a token drawn while the
+     -- insert waits for a row being deleted can never fall behind a grant made meanwhile.
+     (SELECT nextval('"{table}_fence_seq"')
+      FROM (SELECT pg_advisory_xact_lock(hashtext('{table}'), hashtext(:key))) AS serialized))
+ON CONFLICT (lock_key) DO UPDATE SET
+    fencing_token = CASE
+        WHEN l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.expires_at > EXCLUDED.lock_time
+        THEN l.fencing_token
+        ELSE greatest(nextval('"{table}_fence_seq"'), l.fencing_token + 1) END,
+    hold_count = CASE
+        WHEN l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.expires_at > EXCLUDED.lock_time
+        THEN l.hold_count + 1
+        ELSE 1 END,
+    expires_at = CASE
+        WHEN l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.expires_at > EXCLUDED.lock_time
+        THEN greatest(l.expires_at, EXCLUDED.expires_at)
+        ELSE EXCLUDED.expires_at END,
+    acquired_at = CASE
+        WHEN l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.expires_at > EXCLUDED.lock_time
+        THEN l.acquired_at
+        ELSE EXCLUDED.acquired_at END,
+    lock_owner = EXCLUDED.lock_owner,
+    lock_strategy = EXCLUDED.lock_strategy,
+    locked = TRUE,
+    lock_time = EXCLUDED.lock_time,
+    lock_duration = EXCLUDED.lock_duration
+WHERE NOT l.locked
+   OR l.expires_at <= EXCLUDED.lock_time
+   OR l.lock_owner = EXCLUDED.lock_owner
+RETURNING
+    l.lock_owner,
+    l.fencing_token,
+    (extract(epoch FROM l.expires_at) * 1000000)::BIGINT AS expires_us,
+    l.hold_count

@@ -1,0 +1,12 @@
+-- Push the expiry of a lease we still hold to :ttl_us from now on the database clock.
+-- No row comes back when the lease lapsed, was released or was taken.
+UPDATE "{table}" SET
+    lock_time = statement_timestamp(),
+    lock_duration = :ttl_us,
+    expires_at = statement_timestamp() + :ttl_us * INTERVAL '1 microsecond'
+WHERE lock_key = :key
+  AND lock_owner = :owner
+  AND fencing_token = :token
+  AND locked
+  AND expires_at > statement_timestamp()
+RETURNING (extract(epoch FROM expires_at) * 1000000)::BIGINT AS expires_us

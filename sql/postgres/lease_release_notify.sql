@@ -1,0 +1,20 @@
+-- lease_release, with a wake-up for waiters (LockerBuilder::notify_waiters): the same
+-- owner- and token-checked release, and when it gives back the last hold, pg_notify
+-- tells the listeners of the table's channel which key is free, in the same statement,
+-- so a release stays one round trip. PostgreSQL delivers the notification at commit,
+-- so a waiter it wakes finds the lock free. One row per matched lease: the count is
+-- the release's.
+WITH released AS (
+    UPDATE "{table}" SET
+        locked = hold_count > 1,
+        expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE statement_timestamp() END,
+        hold_count = hold_count - 1
+    WHERE lock_key = :key
+      AND lock_owner = :owner
+      AND fencing_token = :token
+      AND locked
+      AND expires_at > statement_timestamp()
+    RETURNING lock_key, locked
+)
+SELECT lock_key, CASE WHEN NOT locked THEN pg_notify('{channel}', lock_key) END
+FROM released

@@ -1,0 +1,14 @@
+-- The sweeper: delete at most :limit rows that expired more than :grace_us ago, oldest
+-- first. SKIP LOCKED passes over rows somebody is writing right now, and the outer
+-- WHERE checks expiry again on the row as it stands under the row lock, so a lease
+-- renewed or taken while the sweep ran is never deleted. The for-update strategy's
+-- rows are its reusable lock rows and are never swept.
+DELETE FROM "{table}"
+WHERE lock_key IN (
+        SELECT lock_key FROM "{table}"
+        WHERE expires_at < statement_timestamp() - :grace_us * INTERVAL '1 microsecond'
+          AND lock_strategy <> 'for-update'
+        ORDER BY expires_at
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED)
+  AND expires_at < statement_timestamp() - :grace_us * INTERVAL '1 microsecond'

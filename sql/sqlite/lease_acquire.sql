@@ -1,0 +1,40 @@
+-- Shared by the lease and the insert strategy (:strategy names which is recorded);
+-- they differ at release: a lease row stays, an insert row is deleted.
+-- Take the lease on :key for :owner when it is free, expired, or already ours (then the
+-- hold count grows and the token stays). One statement: no row comes back when another
+-- owner holds a live lease. Times are microseconds since the Unix epoch.
+-- A fresh row's token is one above the floor of deleted rows' tokens (see the migration);
+-- an existing row's token grows by one on every new grant.
+INSERT INTO "{table}" AS l
+    (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
+     expires_at, hold_count, fencing_token)
+SELECT :key, :owner, :strategy, 1, n.now, n.now, :ttl_us, n.now + :ttl_us, 1,
+       (SELECT floor + 1 FROM "{table}_fence" WHERE id = 1)
+FROM (SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER) AS now) AS n
+WHERE TRUE
+ON CONFLICT (lock_key) DO UPDATE SET
+    fencing_token = CASE
+        WHEN l.locked AND l.lock_owner = excluded.lock_owner AND l.expires_at > excluded.lock_time
+        THEN l.fencing_token
+        ELSE l.fencing_token + 1 END,
+    hold_count = CASE
+        WHEN l.locked AND l.lock_owner = excluded.lock_owner AND l.expires_at > excluded.lock_time
+        THEN l.hold_count + 1
+        ELSE 1 END,
+    expires_at = CASE
+        WHEN l.locked AND l.lock_owner = excluded.lock_owner AND l.expires_at > excluded.lock_time
+        THEN max(l.expires_at, excluded.expires_at)
+        ELSE excluded.expires_at END,
+    acquired_at = CASE
+        WHEN l.locked AND l.lock_owner = excluded.lock_owner AND l.expires_at > excluded.lock_time
+        THEN l.acquired_at
+        ELSE excluded.acquired_at END,
+    lock_owner = excluded.lock_owner,
+    lock_strategy = excluded.lock_strategy,
+    locked = 1,
+    lock_time = excluded.lock_time,
+    lock_duration = excluded.lock_duration
+WHERE NOT l.locked
+   OR l.expires_at <= excluded.lock_time
+   OR l.lock_owner = excluded.lock_owner
+RETURNING lock_owner, fencing_token, expires_at AS expires_us, hold_count

@@ -1,0 +1,10 @@
+-- An operator's release of :key, whoever holds it. The token moves on, so the old
+-- holder's renewals, releases and fenced writes all fail from now on.
+UPDATE "{table}" SET
+    locked = 0,
+    hold_count = 0,
+    expires_at = CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER),
+    fencing_token = fencing_token + 1
+WHERE lock_key = :key
+  AND locked
+  AND expires_at > CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)

@@ -1,0 +1,148 @@
+//! The crate's one error type and the classification of database errors.
+//!
+//! Every fallible call returns [`Error`]. Bad input is reported before any SQL is sent;
+//! database failures keep the underlying [`sqlx::Error`] as their source.
+
+use std::time::Duration;
+
+/// A result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in sqlock.
+///
+/// "Held by somebody else" is not an error: [`try_acquire`](crate::Locker::try_acquire)
+/// returns `Ok(None)` for it. Variants may be added in minor releases.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Occurs when a lock key is empty.
+    #[error("lock key is empty")]
+    EmptyKey,
+
+    /// Occurs when a lock key is longer than [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) bytes
+    /// of UTF-8.
+    #[error("lock key is {len} bytes long, the limit is {max} bytes")]
+    KeyTooLong {
+        /// The key's length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+
+    /// Occurs when a lock key contains a NUL character, which PostgreSQL cannot store.
+    #[error("lock key contains a NUL character")]
+    KeyContainsNul,
+
+    /// Occurs when a TTL is shorter than [`MIN_TTL`](crate::MIN_TTL) (zero included).
+    #[error("ttl of {ttl:?} is too short, the minimum is {min:?}")]
+    TtlTooShort {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// The minimum.
+        min: Duration,
+    },
+
+    /// Occurs when a TTL is longer than [`MAX_TTL`](crate::MAX_TTL).
+    #[error("ttl of {ttl:?} is too long, the maximum is {max:?}")]
+    TtlTooLong {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// The maximum.
+        max: Duration,
+    },
+
+    /// Occurs when a sweep's batch size is zero or above the maximum.
+    #[error("sweep batch of {batch} rows is out of range, it must be 1 to {max}")]
+    InvalidBatch {
+        /// The batch size asked for.
+        batch: u32,
+        /// The maximum.
+        max: u32,
+    },
+
+    /// Occurs when a table name is not a plain lower-case SQL identifier.
+    #[error("invalid table name {name:?}: {reason}")]
+    InvalidTableName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// Occurs when [`acquire_timeout`](crate::Locker::acquire_timeout) reaches its deadline
+    /// before the lock could be taken.
+    #[error("timed out after {waited:?} waiting for lock {key:?}")]
+    Timeout {
+        /// The key that was asked for.
+        key: String,
+        /// How long the call waited.
+        waited: Duration,
+    },
+
+    /// Occurs when a lock held by [`Locker::with_lock`](crate::Locker::with_lock) or
+    /// [`LockRequest::run`](crate::LockRequest::run) was lost while the work ran.
+    #[error("lock {key:?} was lost: {reason}")]
+    LockLost {
+        /// The lock's key.
+        key: String,
+        /// Why it was lost.
+        reason: crate::LostReason,
+    },
+
+    /// Occurs when no pooled connection could be had in time: the pool is exhausted,
+    /// typically by for-update locks, each of which holds a connection while held.
+    #[error(
+        "no database connection could be had from the pool in time: the pool is exhausted \
+         (each for-update lock holds a connection while held; size the pool above the \
+         number of simultaneous holders, or give the locks a pool of their own)"
+    )]
+    PoolExhausted,
+
+    /// Occurs when the lock table does not exist in the database.
+    #[error(
+        "lock table {table:?} does not exist: run the migrations \
+         (sqlock::migrate, or `sqlx migrate run --source migrations/{dialect}`) \
+         or create it with the DDL from sqlock::schema"
+    )]
+    MissingTable {
+        /// The table name.
+        table: String,
+        /// The dialect's migration folder name (`postgres`, `mysql` or `sqlite`).
+        dialect: &'static str,
+        /// The database's own error.
+        #[source]
+        source: sqlx::Error,
+    },
+
+    /// Occurs when the server lacks something sqlock needs, such as MySQL without
+    /// `RETURNING` (sqlock's `mysql` feature needs MariaDB 10.5 or later).
+    #[error("unsupported database server: {0}")]
+    Unsupported(String),
+
+    /// Occurs when [`LockerBuilder::build`](crate::LockerBuilder::build) is given
+    /// settings that cannot work together.
+    #[error("invalid locker settings: {0}")]
+    InvalidSettings(String),
+
+    /// Occurs when a migration fails to apply or the applied history does not match.
+    #[error("migration failed")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+
+    /// Occurs when the database reports an error sqlock does not handle itself.
+    #[error("database error")]
+    Database(#[from] sqlx::Error),
+}
+
+/// How sqlock reacts to a database error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// Another transaction was in the way (deadlock, serialization failure, lock wait
+    /// timeout, SQLite busy): the statement was rolled back and may be retried.
+    Contention,
+    /// The lock table is missing.
+    MissingTable,
+    /// The server does not understand sqlock's SQL (MySQL rather than MariaDB).
+    Unsupported,
+    /// Anything else: surfaced to the caller.
+    Other,
+}

@@ -1,0 +1,102 @@
+//! Distributed locks on the relational database you already run.
+//!
+//! sqlock gives processes on one or many hosts mutual exclusion through a table in
+//! PostgreSQL, MariaDB or SQLite: no Redis, no ZooKeeper. A lock is a **lease**, a row
+//! per key with an owner and an expiry decided by the database clock, so a crashed
+//! holder never blocks the others for longer than its TTL; every grant carries a
+//! **fencing token** that only grows, so the resource behind the lock can turn away a
+//! holder whose lease lapsed.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), sqlock::Error> {
+//! use std::time::Duration;
+//! use sqlock::Locker;
+//! use sqlx::sqlite::SqlitePoolOptions;
+//!
+//! let pool = SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+//! sqlock::migrate(&pool.clone().into()).await?;
+//!
+//! let locker = Locker::builder(pool).ttl(Duration::from_secs(10)).build()?;
+//! let other = locker.new_handle(); // another owner, as another process would be
+//!
+//! let guard = locker.acquire("daily-billing").await?;
+//! assert!(other.try_acquire("daily-billing").await?.is_none()); // held
+//! assert!(guard.release().await?);                            // it was still ours
+//! assert!(other.try_acquire("daily-billing").await?.is_some()); // free again
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Features
+//!
+//! - `sqlite` (default): SQLite through sqlx's bundled library.
+//! - `postgres`: PostgreSQL 12 or later.
+//! - `mysql`: MariaDB 10.5 or later. (MySQL has neither `INSERT ... RETURNING` nor
+//!   sequences; sqlock reports [`Error::Unsupported`] there.)
+//!
+//! # Poolers and clusters
+//!
+//! - Behind PgBouncer in transaction pooling mode, set
+//!   [`LockerBuilder::transaction_pooling`]: every statement is then unnamed and runs in
+//!   a transaction of its own, which keeps it on one server connection.
+//! - On a MariaDB Galera cluster the lease and insert strategies work from any node
+//!   (certification failures are retried as contention); the for-update strategy is
+//!   refused there, since `SELECT ... FOR UPDATE` locks a row on one node only.
+//! - Across a PostgreSQL failover to a synchronous standby (`remote_apply`) every
+//!   granted lease survives, and the watchdog rides out an outage shorter than the TTL.
+//! - On PostgreSQL, [`LockerBuilder::notify_waiters`] wakes waiters at a release
+//!   instead of leaving them to their next poll.
+//!
+//! The project's `docs/deployment.md` says which strategy suits which setup, and why.
+//!
+//! # Schema
+//!
+//! The lock table comes from the migrations in `migrations/<dialect>/`: apply them with
+//! [`migrate`], with sqlx-cli, or take the DDL from [`schema`] for a table of another
+//! name. Every statement sqlock sends lives in `sql/<dialect>/`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(not(any(feature = "postgres", feature = "mysql", feature = "sqlite")))]
+compile_error!("sqlock needs at least one of the features `postgres`, `mysql`, `sqlite`");
+
+mod backoff;
+mod dialect;
+mod error;
+mod fence;
+mod for_update;
+mod guard;
+mod locker;
+#[cfg(feature = "postgres")]
+mod notify;
+mod schema;
+mod sql;
+mod strategy;
+mod sweeper;
+mod validate;
+mod watchdog;
+
+pub use dialect::{DbPool, Dialect};
+pub use error::{Error, Result};
+pub use fence::FenceConnection;
+pub use for_update::DbTransaction;
+pub use guard::LockGuard;
+pub use locker::{
+    LockInfo, LockRequest, Locker, LockerBuilder, DEFAULT_KEEPALIVE, DEFAULT_NOTIFY_POLL_MAX,
+    DEFAULT_NOTIFY_POLL_MIN, DEFAULT_POLL_MAX, DEFAULT_POLL_MIN, DEFAULT_TTL, MAX_LISTED,
+};
+pub use schema::{migrate, schema, MIGRATIONS_TABLE};
+pub use strategy::{Strategy, UnknownStrategy};
+pub use sweeper::{SweepOptions, SweeperHandle, MAX_SWEEP_BATCH};
+pub use validate::{
+    TableName, DEFAULT_TABLE, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
+};
+pub use watchdog::{LostReason, LostSignal, WatchdogStats};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(all(doctest, feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

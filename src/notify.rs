@@ -1,0 +1,222 @@
+//! Release wake-ups on PostgreSQL: waiters listen for the keys that releases announce,
+//! and try again at once instead of sleeping out their back-off.
+//!
+//! Opt-in through [`LockerBuilder::notify_waiters`](crate::LockerBuilder::notify_waiters).
+//! A release that frees a key sends `pg_notify(<table>_released, key)` in its own
+//! statement; one listener per handle family (a [`Locker`](crate::Locker) and the
+//! handles made from it with `new_handle`) holds a connection of its own, outside the
+//! application's pool, and wakes the waiters of that key in this process.
+//!
+//! A notification is a hint, never a grant: the woken waiter still takes the lock with
+//! its ordinary statement, and polling goes on underneath. A notification that never
+//! comes (the listener down, reconnecting, or not yet listening) only costs the wait
+//! until the next poll; every (re)connection of the listener wakes every waiter once,
+//! so a release missed meanwhile is not waited out either.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use sqlx::PgPool;
+use tokio::sync::Notify;
+
+/// The first pause before the listener tries to connect again after a failure.
+const RETRY_MIN: Duration = Duration::from_millis(500);
+
+/// The longest pause between two connection attempts of the listener.
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// The listener of one handle family, started at the first wait.
+#[derive(Debug)]
+pub(crate) struct Notifier {
+    shared: Arc<Shared>,
+}
+
+/// The waiters of each key, by registration id.
+type Waiters = HashMap<String, Vec<(u64, Arc<Notify>)>>;
+
+#[derive(Debug)]
+struct Shared {
+    channel: String,
+    /// The application's pool, whose connect options the listener copies.
+    pool: PgPool,
+    next_id: AtomicU64,
+    /// The waiters of each key: each has a `Notify` of its own, so a wake-up that
+    /// lands while its waiter is busy with an attempt is kept (as a permit) for its
+    /// next wait.
+    waiters: Mutex<Waiters>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Ends the listener with the last handle of the family.
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .task
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Shared {
+    fn waiters(&self) -> std::sync::MutexGuard<'_, Waiters> {
+        // Plain data: a panic elsewhere while it was held leaves nothing half done.
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wake_key(&self, key: &str) {
+        if let Some(list) = self.waiters().get(key) {
+            for (_, n) in list {
+                n.notify_one();
+            }
+        }
+    }
+
+    fn wake_all(&self) {
+        for list in self.waiters().values() {
+            for (_, n) in list {
+                n.notify_one();
+            }
+        }
+    }
+}
+
+impl Notifier {
+    /// A listener for `channel`, to connect as `pool` does. Sends nothing yet.
+    pub(crate) fn new(pool: &PgPool, channel: String) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                channel,
+                pool: pool.clone(),
+                next_id: AtomicU64::new(1),
+                waiters: Mutex::new(HashMap::new()),
+                task: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Registers a waiter of `key` (starting the listener if it is not running), to be
+    /// woken when a release of `key` is announced. Register before the first attempt,
+    /// so that a release between an attempt and the wait that follows is not missed.
+    pub(crate) fn subscribe(&self, key: &str) -> Subscription {
+        let shared = &self.shared;
+        {
+            let mut task = shared.task.lock().unwrap_or_else(|e| e.into_inner());
+            if task.is_none() {
+                let weak = Arc::downgrade(shared);
+                *task = Some(tokio::spawn(listen(
+                    weak,
+                    shared.pool.clone(),
+                    shared.channel.clone(),
+                )));
+            }
+        }
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
+        shared
+            .waiters()
+            .entry(key.to_owned())
+            .or_default()
+            .push((id, notify.clone()));
+        Subscription {
+            shared: shared.clone(),
+            key: key.to_owned(),
+            id,
+            notify,
+        }
+    }
+}
+
+/// One waiter's registration; dropping it unregisters.
+#[derive(Debug)]
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    key: String,
+    id: u64,
+    notify: Arc<Notify>,
+}
+
+impl Subscription {
+    /// Waits for a wake-up: returns at once if one came since the last wait.
+    ///
+    /// Cancel safe: a wake-up is kept until a wait takes it.
+    pub(crate) async fn woken(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut waiters = self.shared.waiters();
+        if let Some(list) = waiters.get_mut(&self.key) {
+            list.retain(|(id, _)| *id != self.id);
+            if list.is_empty() {
+                waiters.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// The listener task: listens on the channel and wakes the waiters of each key
+/// announced, reconnecting with back-off when the connection fails. Failures are
+/// logged and never reach an acquisition, which keeps polling meanwhile.
+async fn listen(weak: Weak<Shared>, app_pool: PgPool, channel: String) {
+    // The listener's connection is made like the application's, but is not one of its
+    // pool's: a listener never takes a connection the application may be waiting for.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_lazy_with((*app_pool.connect_options()).clone());
+    drop(app_pool);
+    let mut pause = RETRY_MIN;
+    loop {
+        let failure = match connect(&pool, &channel).await {
+            Ok(mut listener) => {
+                pause = RETRY_MIN;
+                // Listening from now on: a release before this point was not heard.
+                match weak.upgrade() {
+                    Some(shared) => shared.wake_all(),
+                    None => return,
+                }
+                loop {
+                    match listener.try_recv().await {
+                        Ok(Some(n)) => match weak.upgrade() {
+                            Some(shared) => shared.wake_key(n.payload()),
+                            None => return,
+                        },
+                        // The connection was lost (notifications may have been lost with
+                        // it); the next call reconnects and listens again.
+                        Ok(None) => match weak.upgrade() {
+                            Some(shared) => shared.wake_all(),
+                            None => return,
+                        },
+                        Err(e) => break e,
+                    }
+                }
+            }
+            Err(e) => e,
+        };
+        tracing::warn!(channel = %channel, error = %failure, retry_in = ?pause,
+            "the release listener failed; waiters poll until it is back");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RETRY_MAX);
+        if weak.strong_count() == 0 {
+            return;
+        }
+    }
+}
+
+async fn connect(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    // The pool is the listener's own: its closing is no event to watch for.
+    listener.ignore_pool_close_event(true);
+    listener.listen(channel).await?;
+    Ok(listener)
+}

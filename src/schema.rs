@@ -1,0 +1,135 @@
+//! The lock table's DDL and the migrations that create it.
+//!
+//! The files in `migrations/<dialect>/` are the one source: sqlx-cli applies them, the
+//! library embeds them for [`migrate`], and [`schema`] renders them for another table
+//! name.
+
+use std::borrow::Cow;
+
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::SqlSafeStr;
+
+use crate::dialect::{DbPool, Dialect};
+use crate::error::Result;
+use crate::validate::{TableName, DEFAULT_TABLE};
+
+/// The table in which [`migrate`] records sqlock's migrations, apart from the
+/// application's own `_sqlx_migrations`.
+pub const MIGRATIONS_TABLE: &str = "_sqlock_migrations";
+
+/// One migration as it lies in `migrations/<dialect>/`.
+struct File {
+    version: i64,
+    description: &'static str,
+    sql: &'static str,
+}
+
+macro_rules! files_of {
+    ($dir:literal) => {
+        &[File {
+            version: 20261122000000,
+            description: "create sqlock locks",
+            sql: include_str!(concat!(
+                "../migrations/",
+                $dir,
+                "/20261122000000_create_sqlock_locks.sql"
+            )),
+        }]
+    };
+}
+
+fn files(dialect: Dialect) -> &'static [File] {
+    match dialect {
+        Dialect::Postgres => files_of!("postgres"),
+        Dialect::MySql => files_of!("mysql"),
+        Dialect::Sqlite => files_of!("sqlite"),
+    }
+}
+
+/// The DDL that creates sqlock's lock table, named `table`, in `dialect`.
+///
+/// It is the text of the dialect's migrations with the table name (and the names
+/// derived from it: sequence, index, trigger) replaced. Every statement says
+/// `IF NOT EXISTS`, so running it twice is harmless.
+///
+/// # Examples
+///
+/// ```
+/// use sqlock::{schema, Dialect, TableName};
+///
+/// let ddl = schema(Dialect::Postgres, &TableName::new("job_locks")?);
+/// assert!(ddl.contains(r#"CREATE TABLE IF NOT EXISTS "job_locks""#));
+/// # Ok::<(), sqlock::Error>(())
+/// ```
+pub fn schema(dialect: Dialect, table: &TableName) -> String {
+    files(dialect)
+        .iter()
+        .map(|f| f.sql.replace(DEFAULT_TABLE, table.as_str()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Creates sqlock's lock table in the pool's database, under the default name
+/// (`sqlock_locks`), by applying the migrations in `migrations/<dialect>/`.
+///
+/// The history is kept in its own table, [`MIGRATIONS_TABLE`], so an application's
+/// own sqlx migrations (in `_sqlx_migrations`) are not disturbed, whichever runs first.
+/// sqlx-cli records into the same table when given `--config migrations/sqlx.toml`,
+/// and the two then agree on what was applied.
+///
+/// For a table of another name, run the DDL of [`schema`] instead, or
+/// [`Locker::create_table`](crate::Locker::create_table).
+///
+/// # Errors
+///
+/// [`Error::Migrate`](crate::Error::Migrate) when a migration fails or the recorded
+/// history does not match the embedded files.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example() -> Result<(), sqlock::Error> {
+/// let pool = sqlx::SqlitePool::connect("sqlite:locks.db?mode=rwc").await?;
+/// sqlock::migrate(&pool.into()).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn migrate(pool: &DbPool) -> Result<()> {
+    pool.migrate(&migrator(pool.dialect())).await
+}
+
+fn migrator(dialect: Dialect) -> Migrator {
+    let migrations = files(dialect)
+        .iter()
+        .map(|f| {
+            Migration::new(
+                f.version,
+                Cow::Borrowed(f.description),
+                MigrationType::Simple,
+                f.sql.into_sql_str(),
+                false,
+            )
+        })
+        .collect();
+    let mut migrator = Migrator::with_migrations(migrations);
+    migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
+    migrator
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ddl_renames_every_object() {
+        for dialect in [Dialect::Postgres, Dialect::MySql, Dialect::Sqlite] {
+            let ddl = schema(dialect, &TableName::new("other").unwrap());
+            assert!(!ddl.contains("sqlock_locks"), "{dialect}");
+            assert!(ddl.contains("other_expires_at_idx"), "{dialect}");
+        }
+        assert_eq!(
+            schema(Dialect::Sqlite, &TableName::default()),
+            files(Dialect::Sqlite)[0].sql
+        );
+    }
+}

@@ -1,0 +1,90 @@
+//! The ways sqlock can hold a lock in a table, and when to choose which.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// How a lock is held in the table. Chosen per handle
+/// ([`LockerBuilder::strategy`](crate::LockerBuilder::strategy)) or per request
+/// ([`LockRequest::strategy`](crate::LockRequest::strategy)); everything else (the
+/// API, deadlines, fencing tokens, the watchdog and the lost signal, cancel safety) is
+/// the same.
+///
+/// | strategy | a held lock is | a free lock is | choose it when |
+/// |---|---|---|---|
+/// | [`Lease`](Self::Lease) | a row with an owner and an expiry | a row marked free | the default: cheapest to take again, rows are reused |
+/// | [`Insert`](Self::Insert) | a row with an owner and an expiry | no row at all | keys are many and short-lived, or the table should only show what is held |
+/// | [`ForUpdate`](Self::ForUpdate) | a row lock in an open transaction | a row nobody locks | the holder's writes must commit with the lock, or a dead holder must free it at once; not on Galera (refused there) |
+///
+/// Use one strategy per key: the strategies share the table, not their bookkeeping.
+/// Only leases appear in [`Locker::list`](crate::Locker::list); a for-update lock is
+/// invisible outside its transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// A lease row, taken by one atomic upsert when it is free, expired or already
+    /// ours, and marked free again at release; the sweeper reclaims rows left free.
+    #[default]
+    Lease,
+    /// A unique-index insert: the row exists only while the lock is held and is
+    /// deleted at release. An expired row is taken over inline by the next acquirer
+    /// (and reclaimed by the sweeper), so a crashed holder blocks others for at most
+    /// its TTL; the insert never fails a transaction (it is an upsert on PostgreSQL,
+    /// and MariaDB's duplicate-key deadlocks are retried as contention).
+    Insert,
+    /// `SELECT ... FOR UPDATE` on the key's row in an open transaction, held until the
+    /// guard commits or rolls back, or the connection dies. The database frees it the
+    /// moment the holder is gone, with no TTL to wait out, and the guard lends its
+    /// transaction so the holder's writes commit atomically with the lock's end. It
+    /// holds a pooled connection for the whole hold (size the pool for it); a keepalive
+    /// notices a connection the server ended. PostgreSQL and MariaDB only.
+    ForUpdate,
+}
+
+impl Strategy {
+    /// The name recorded in the `lock_strategy` column and used by the command-line
+    /// tool: `lease`, `insert` or `for-update`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lease => "lease",
+            Self::Insert => "insert",
+            Self::ForUpdate => "for-update",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The error of parsing a [`Strategy`] from a name it does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown strategy {0:?}: expected lease, insert or for-update")]
+pub struct UnknownStrategy(pub String);
+
+impl FromStr for Strategy {
+    type Err = UnknownStrategy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "lease" => Ok(Self::Lease),
+            "insert" => Ok(Self::Insert),
+            "for-update" => Ok(Self::ForUpdate),
+            other => Err(UnknownStrategy(other.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in [Strategy::Lease, Strategy::Insert, Strategy::ForUpdate] {
+            assert_eq!(s.name().parse::<Strategy>(), Ok(s));
+        }
+        assert!("for_update".parse::<Strategy>().is_err());
+    }
+}

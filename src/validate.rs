@@ -1,0 +1,194 @@
+//! Checks on user input, done before any SQL is sent.
+//!
+//! Keys and TTLs are values and are always bound as parameters; the table name is the
+//! one identifier that is written into SQL text, so it is held to a strict shape.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The longest lock key, in bytes of UTF-8 (the key column is 255 bytes wide).
+pub const MAX_KEY_BYTES: usize = 255;
+
+/// The shortest TTL a lease may have.
+pub const MIN_TTL: Duration = Duration::from_millis(1);
+
+/// The longest TTL a lease may have: ten years of 365 days.
+pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+
+/// The longest table name. Derived names (`<table>_fence_seq`,
+/// `<table>_expires_at_idx`) must fit PostgreSQL's 63-byte identifiers.
+pub const MAX_TABLE_NAME_BYTES: usize = 40;
+
+/// The table sqlock uses unless told otherwise, the one its migrations create.
+pub const DEFAULT_TABLE: &str = "sqlock_locks";
+
+pub(crate) fn key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::EmptyKey);
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Error::KeyTooLong {
+            len: key.len(),
+            max: MAX_KEY_BYTES,
+        });
+    }
+    if key.contains('\0') {
+        return Err(Error::KeyContainsNul);
+    }
+    Ok(())
+}
+
+/// Checks a TTL and returns it in whole microseconds, the unit the SQL works in.
+pub(crate) fn ttl(ttl: Duration) -> Result<i64> {
+    if ttl < MIN_TTL {
+        return Err(Error::TtlTooShort { ttl, min: MIN_TTL });
+    }
+    if ttl > MAX_TTL {
+        return Err(Error::TtlTooLong { ttl, max: MAX_TTL });
+    }
+    // Both bounds above keep this in range; the fallback only guards the arithmetic.
+    Ok(i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// A table name that is safe to write into SQL text.
+///
+/// It must be 1 to [`MAX_TABLE_NAME_BYTES`] bytes of lower-case ASCII letters, digits
+/// and underscores, and start with a letter or an underscore. sqlock still quotes it
+/// in every statement, so reserved words such as `order` are fine.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TableName(String);
+
+impl TableName {
+    /// Checks `name` and wraps it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTableName`] when `name` is not of the shape above.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sqlock::TableName;
+    ///
+    /// assert!(TableName::new("job_locks").is_ok());
+    /// assert!(TableName::new("Job-Locks").is_err());
+    /// assert!(TableName::new("locks; DROP TABLE users").is_err());
+    /// ```
+    pub fn new(name: &str) -> Result<Self> {
+        let invalid = |reason| Error::InvalidTableName {
+            name: name.to_owned(),
+            reason,
+        };
+        let mut bytes = name.bytes();
+        match bytes.next() {
+            None => return Err(invalid("it is empty")),
+            Some(b) if !(b.is_ascii_lowercase() || b == b'_') => {
+                return Err(invalid("it must start with a lower-case letter or '_'"))
+            }
+            Some(_) => {}
+        }
+        if name.len() > MAX_TABLE_NAME_BYTES {
+            return Err(invalid("it is longer than 40 bytes"));
+        }
+        if !bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+            return Err(invalid(
+                "only lower-case ASCII letters, digits and '_' are allowed",
+            ));
+        }
+        Ok(Self(name.to_owned()))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The PostgreSQL notification channel on which releases of this table's locks
+    /// are announced (see [`LockerBuilder::notify_waiters`](crate::LockerBuilder::notify_waiters)):
+    /// the table name with `_released` appended, within PostgreSQL's 63-byte limit.
+    pub fn release_channel(&self) -> String {
+        format!("{}_released", self.0)
+    }
+}
+
+impl Default for TableName {
+    fn default() -> Self {
+        Self(DEFAULT_TABLE.to_owned())
+    }
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for TableName {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Self::new(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        assert!(matches!(key(""), Err(Error::EmptyKey)));
+        assert!(key(&"k".repeat(255)).is_ok());
+        assert!(matches!(
+            key(&"k".repeat(256)),
+            Err(Error::KeyTooLong { len: 256, .. })
+        ));
+        // 128 two-byte characters are 256 bytes.
+        assert!(matches!(
+            key(&"é".repeat(128)),
+            Err(Error::KeyTooLong { .. })
+        ));
+        assert!(matches!(key("a\0b"), Err(Error::KeyContainsNul)));
+        assert!(key("ключ/🔒").is_ok());
+    }
+
+    #[test]
+    fn ttls() {
+        assert!(matches!(
+            ttl(Duration::ZERO),
+            Err(Error::TtlTooShort { .. })
+        ));
+        assert!(matches!(
+            ttl(Duration::from_micros(999)),
+            Err(Error::TtlTooShort { .. })
+        ));
+        assert_eq!(ttl(Duration::from_millis(1)).unwrap(), 1000);
+        assert_eq!(ttl(Duration::from_secs(30)).unwrap(), 30_000_000);
+        assert!(matches!(ttl(Duration::MAX), Err(Error::TtlTooLong { .. })));
+    }
+
+    #[test]
+    fn table_names() {
+        for ok in ["sqlock_locks", "_t", "order", "a1", &"a".repeat(40)] {
+            assert!(TableName::new(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "1abc",
+            "Abc",
+            "a-b",
+            "a b",
+            "a\"b",
+            "a`b",
+            "s.t",
+            "ä",
+            &"a".repeat(41),
+        ] {
+            assert!(
+                matches!(TableName::new(bad), Err(Error::InvalidTableName { .. })),
+                "{bad}"
+            );
+        }
+    }
+}

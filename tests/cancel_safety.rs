@@ -1,0 +1,147 @@
+//! Dropping acquisition futures at any point leaves no lock held and no connection taken.
+#![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+
+mod common;
+
+use std::time::Duration;
+
+/// Waits, up to a bound, until `f` holds; the background releases take a moment.
+async fn eventually<F, Fut>(mut f: F) -> anyhow::Result<bool>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    for _ in 0..500 {
+        if f().await? {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_cut_off_by_timeouts_leaks_nothing() -> anyhow::Result<()> {
+    for b in common::backends("cancel_loop").await {
+        b.fresh_table().await?;
+        let pool = b.pool_with(4).await?;
+        let locker = sqlock::Locker::builder(pool.clone())
+            .table(&b.table)
+            .ttl(Duration::from_secs(600)) // only a release can free these rows in time
+            .poll_interval(Duration::from_micros(200), Duration::from_millis(2))
+            .build()?;
+        let holder = b.locker().await?;
+        let mut completed = 0;
+        for i in 0..300u64 {
+            let key = format!("k{}", i % 5);
+            // A contended key now and then, so that some futures are cut off while waiting.
+            let blocker = if i % 7 == 0 {
+                holder.try_acquire(&key).await?
+            } else {
+                None
+            };
+            let cut = Duration::from_micros(50 + (i * 137) % 3000);
+            if let Ok(g) = tokio::time::timeout(cut, locker.acquire(&key)).await {
+                completed += 1;
+                drop(g?);
+            }
+            if let Some(g) = blocker {
+                g.release().await?;
+            }
+        }
+        let clean = eventually(|| {
+            let (b, pool) = (&b, &pool);
+            async move { Ok(b.held_rows(pool).await? == 0) }
+        })
+        .await?;
+        assert!(
+            clean,
+            "{}: a lock stayed held after its acquire was cut off",
+            b.dialect
+        );
+        let idle = eventually(|| {
+            let pool = pool.clone();
+            async move { Ok(pool_is_idle(&pool)) }
+        })
+        .await?;
+        assert!(
+            idle,
+            "{}: a connection was not returned to the pool",
+            b.dialect
+        );
+        // And the pool still works.
+        let g = locker
+            .try_acquire("after")
+            .await?
+            .expect("the pool is usable");
+        assert!(g.release().await?);
+        println!(
+            "{}: 300 acquisitions cut off at random ({completed} completed), table and pool clean",
+            b.dialect
+        );
+    }
+    Ok(())
+}
+
+fn pool_is_idle(pool: &sqlock::DbPool) -> bool {
+    match pool {
+        sqlock::DbPool::Postgres(p) => p.num_idle() as u32 == p.size(),
+        sqlock::DbPool::MySql(p) => p.num_idle() as u32 == p.size(),
+        sqlock::DbPool::Sqlite(p) => p.num_idle() as u32 == p.size(),
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn deadline_is_honoured() -> anyhow::Result<()> {
+    for b in common::backends("cancel_deadline").await {
+        let a = b.fresh_table().await?;
+        let other = b.locker().await?;
+        let g = a.try_acquire("k").await?.expect("k");
+        let timeout = Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let err = other.acquire_timeout("k", timeout).await.expect_err("held");
+        let elapsed = started.elapsed();
+        match err {
+            sqlock::Error::Timeout { key, waited } => {
+                assert_eq!(key, "k");
+                assert!(
+                    waited >= timeout,
+                    "{}: gave up early, after {waited:?}",
+                    b.dialect
+                );
+            }
+            other => panic!("{}: expected a timeout, got {other:?}", b.dialect),
+        }
+        assert!(elapsed >= timeout);
+        // Generous slack: this checks that the deadline bounds the wait, not speed.
+        assert!(
+            elapsed < timeout + Duration::from_secs(2),
+            "{}: {elapsed:?}",
+            b.dialect
+        );
+        assert!(g.release().await?);
+        // A free lock within the deadline is granted.
+        let got = other.acquire_timeout("k", timeout).await?;
+        assert!(got.release().await?);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn waiter_gets_the_lock_when_it_is_released() -> anyhow::Result<()> {
+    for b in common::backends("cancel_waiter").await {
+        let a = b.fresh_table().await?;
+        let other = b.locker().await?;
+        let g = a.try_acquire("k").await?.expect("k");
+        let token = g.fencing_token();
+        let waiter = tokio::spawn(async move { other.acquire("k").await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "{}: waiter did not wait", b.dialect);
+        assert!(g.release().await?);
+        let got = waiter.await??;
+        assert!(got.fencing_token() > token);
+        assert!(got.release().await?);
+    }
+    Ok(())
+}

@@ -1,0 +1,335 @@
+//! The history checker: what many processes saw of one lock (grants, confirmations
+//! of still holding it, rejected writes), checked against a fenced-mutex model.
+//!
+//! Each process records its events with `CLOCK_MONOTONIC` timestamps, which all
+//! processes of one machine share. A timestamp taken before a request was sent and one
+//! taken after its answer came back bound the moment the database acted on it, so the
+//! checker only ever concludes from "A's answer came back before B was sent": it never
+//! needs the processes' clocks to agree more finely than that, and a process paused
+//! between two of its steps cannot make it report a violation that did not happen.
+//!
+//! The model, per key:
+//!
+//! - **Tokens rise in grant order**: when grant A's answer came back before grant B
+//!   was requested, A's token is lower than B's. No two grants share a token.
+//! - **Mutual exclusion, fenced**: a hold is valid from its grant until it is released
+//!   or lapses, in one stretch (nothing revives a lapsed lease). A grant is valid only
+//!   when no valid hold of the key is open, so once B (with a higher token) was
+//!   granted, no holder with a lower token may still be confirmed as holding: neither a
+//!   fenced write accepted nor a release accepted, sent after B's grant came back. A
+//!   holder whose lease lapsed may well go on *running* past the next grant (paused, or
+//!   slow to notice); that is allowed, as long as the database accepted none of its
+//!   fenced writes after the lapse.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Nanoseconds on `CLOCK_MONOTONIC`, comparable across the processes of one machine.
+pub fn now() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .expect("CLOCK_MONOTONIC is always there on Linux");
+    u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec()).unwrap_or(0)
+}
+
+/// What happened, as one process saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// The lock was granted.
+    Grant,
+    /// The database accepted a fenced write of the holder: it held the lock then.
+    Write,
+    /// The database accepted the holder's release: it held the lock until then.
+    Release,
+    /// The fence refused a write: the holder had lost the lock.
+    Rejected,
+    /// The release found the lock no longer held.
+    ReleaseRefused,
+    /// A write or release whose outcome is unknown (its connection failed).
+    Unknown,
+}
+
+/// One event: `sent` was taken before the request went out, `ack` after its answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub kind: Kind,
+    pub key: String,
+    pub owner: String,
+    pub token: i64,
+    pub sent: u64,
+    pub ack: u64,
+}
+
+impl Event {
+    /// The event as one line of text, for a worker process to print.
+    pub fn line(&self) -> String {
+        let kind = match self.kind {
+            Kind::Grant => "grant",
+            Kind::Write => "write",
+            Kind::Release => "release",
+            Kind::Rejected => "rejected",
+            Kind::ReleaseRefused => "release-refused",
+            Kind::Unknown => "unknown",
+        };
+        format!(
+            "EVENT {kind} {} {} {} {} {}",
+            self.key, self.owner, self.token, self.sent, self.ack
+        )
+    }
+
+    /// Reads back a line made by [`Event::line`]; `None` for any other line.
+    pub fn parse(line: &str) -> Option<Self> {
+        let mut f = line.strip_prefix("EVENT ")?.split(' ');
+        let kind = match f.next()? {
+            "grant" => Kind::Grant,
+            "write" => Kind::Write,
+            "release" => Kind::Release,
+            "rejected" => Kind::Rejected,
+            "release-refused" => Kind::ReleaseRefused,
+            "unknown" => Kind::Unknown,
+            _ => return None,
+        };
+        Some(Self {
+            kind,
+            key: f.next()?.to_owned(),
+            owner: f.next()?.to_owned(),
+            token: f.next()?.parse().ok()?,
+            sent: f.next()?.parse().ok()?,
+            ack: f.next()?.parse().ok()?,
+        })
+    }
+}
+
+/// What the checker found.
+#[derive(Debug, Default, Clone)]
+pub struct Verdict {
+    pub grants: usize,
+    pub writes: usize,
+    pub releases: usize,
+    pub rejected: usize,
+    pub unknown: usize,
+    pub violations: Vec<String>,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} grants, {} writes confirmed, {} releases confirmed, {} stale writes \
+             rejected, {} outcomes unknown, violations: {}",
+            self.grants,
+            self.writes,
+            self.releases,
+            self.rejected,
+            self.unknown,
+            self.violations.len()
+        )
+    }
+}
+
+/// Checks a history against the model (see the module's documentation).
+pub fn check(events: &[Event]) -> Verdict {
+    let mut verdict = Verdict::default();
+    let mut keys: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
+    for e in events {
+        keys.entry(&e.key).or_default().push(e);
+        match e.kind {
+            Kind::Grant => verdict.grants += 1,
+            Kind::Write => verdict.writes += 1,
+            Kind::Release => verdict.releases += 1,
+            Kind::Rejected => verdict.rejected += 1,
+            Kind::Unknown => verdict.unknown += 1,
+            Kind::ReleaseRefused => {}
+        }
+    }
+    for (key, events) in keys {
+        check_key(key, &events, &mut verdict.violations);
+    }
+    verdict
+}
+
+fn check_key(key: &str, events: &[&Event], violations: &mut Vec<String>) {
+    let mut grants: Vec<&Event> = events
+        .iter()
+        .copied()
+        .filter(|e| e.kind == Kind::Grant)
+        .collect();
+
+    // No two owners share a token. One owner may be granted a token again: a
+    // reentrant acquisition by the handle that holds it (as when an earlier attempt of
+    // the same handle timed out after the database granted it, and the grant was still
+    // being given back).
+    grants.sort_by_key(|g| g.token);
+    for pair in grants.windows(2) {
+        if pair[0].token == pair[1].token && pair[0].owner != pair[1].owner {
+            violations.push(format!(
+                "{key}: token {} granted twice: {:?} and {:?}",
+                pair[0].token, pair[0], pair[1]
+            ));
+        }
+    }
+
+    // Tokens rise in grant order: sorted by when their answers came back, the highest
+    // token of the grants answered before B was sent is below B's.
+    let mut by_ack = grants.clone();
+    by_ack.sort_by_key(|g| g.ack);
+    let mut highest = Vec::with_capacity(by_ack.len());
+    let mut top = i64::MIN;
+    for g in &by_ack {
+        top = top.max(g.token);
+        highest.push((g.ack, top, *g));
+    }
+    for b in &grants {
+        let before = highest.partition_point(|(ack, _, _)| *ack < b.sent);
+        if before > 0 {
+            let (_, top, a) = highest[before - 1];
+            let reentrant = top == b.token && a.owner == b.owner;
+            if top >= b.token && !reentrant {
+                violations.push(format!(
+                    "{key}: token did not rise: a grant with token {top} came back ({a:?}) \
+                     before {b:?} was requested"
+                ));
+            }
+        }
+    }
+
+    // Fenced exclusion: for each token, the earliest moment a grant with a higher
+    // token was known to be in place. No confirmation of the lower token may be sent
+    // after it.
+    let mut superseded_at: BTreeMap<i64, (u64, &Event)> = BTreeMap::new();
+    let mut earliest: Option<(u64, &Event)> = None;
+    let mut by_token = grants.iter().rev().peekable();
+    while let Some(&first) = by_token.next() {
+        // All grants of one token (reentrant ones) are superseded only by higher ones.
+        let mut same = vec![first];
+        while let Some(&&g) = by_token.peek().filter(|g| g.token == first.token) {
+            same.push(g);
+            by_token.next();
+        }
+        if let Some(e) = earliest {
+            superseded_at.insert(first.token, e);
+        }
+        for g in same {
+            if earliest.is_none_or(|(ack, _)| g.ack < ack) {
+                earliest = Some((g.ack, g));
+            }
+        }
+    }
+    for c in events
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::Write | Kind::Release))
+    {
+        if let Some(&(at, next)) = superseded_at.get(&c.token) {
+            if c.sent > at {
+                violations.push(format!(
+                    "{key}: token {} was still confirmed as holding ({c:?}) after token {} \
+                     was granted ({next:?})",
+                    c.token, next.token
+                ));
+            }
+        }
+    }
+}
+
+/// The checker's own check, run before it is trusted with a real history: clean
+/// histories pass, and each kind of violation is caught.
+pub fn self_check() {
+    self_check_cases::run();
+}
+
+mod self_check_cases {
+    use super::*;
+
+    pub(super) fn run() {
+        a_clean_history_passes();
+        a_write_accepted_after_the_next_grant_is_a_violation();
+        a_stale_holder_that_is_refused_is_fine();
+        falling_tokens_are_a_violation();
+        a_paused_recorder_is_not_a_violation();
+        lines_round_trip();
+        a_reentrant_grant_is_not_a_violation();
+    }
+
+    fn a_reentrant_grant_is_not_a_violation() {
+        let h = [
+            ev(Kind::Grant, 1, 0, 10),
+            ev(Kind::Grant, 1, 20, 30),
+            ev(Kind::Write, 1, 40, 50),
+            ev(Kind::Release, 1, 60, 70),
+        ];
+        let v = check(&h);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        let mut other = ev(Kind::Grant, 1, 80, 90);
+        other.owner = "someone else".into();
+        assert!(!check(&[h[0].clone(), other]).violations.is_empty());
+    }
+
+    fn ev(kind: Kind, token: i64, sent: u64, ack: u64) -> Event {
+        Event {
+            kind,
+            key: "k".into(),
+            owner: format!("o{token}"),
+            token,
+            sent,
+            ack,
+        }
+    }
+
+    fn a_clean_history_passes() {
+        let h = [
+            ev(Kind::Grant, 1, 0, 10),
+            ev(Kind::Write, 1, 20, 30),
+            ev(Kind::Release, 1, 40, 50),
+            ev(Kind::Grant, 2, 5, 60),
+            ev(Kind::Write, 2, 70, 80),
+        ];
+        let v = check(&h);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+    }
+
+    fn a_write_accepted_after_the_next_grant_is_a_violation() {
+        let h = [
+            ev(Kind::Grant, 1, 0, 10),
+            ev(Kind::Grant, 2, 5, 60),
+            // The paused holder of token 1 writes after token 2 was granted.
+            ev(Kind::Write, 1, 70, 80),
+        ];
+        assert_eq!(check(&h).violations.len(), 1);
+    }
+
+    fn a_stale_holder_that_is_refused_is_fine() {
+        let h = [
+            ev(Kind::Grant, 1, 0, 10),
+            ev(Kind::Grant, 2, 5, 60),
+            ev(Kind::Rejected, 1, 70, 80),
+        ];
+        let v = check(&h);
+        assert!(v.violations.is_empty());
+        assert_eq!(v.rejected, 1);
+    }
+
+    fn falling_tokens_are_a_violation() {
+        let h = [ev(Kind::Grant, 5, 0, 10), ev(Kind::Grant, 4, 20, 30)];
+        assert_eq!(check(&h).violations.len(), 1);
+        // The same token granted again, to another owner.
+        let mut again = ev(Kind::Grant, 5, 20, 30);
+        again.owner = "another owner".into();
+        assert!(!check(&[ev(Kind::Grant, 5, 0, 10), again])
+            .violations
+            .is_empty());
+    }
+
+    fn a_paused_recorder_is_not_a_violation() {
+        // Token 1's process was paused between its grant and recording the answer:
+        // its ack comes after token 2's, but it was requested first.
+        let h = [ev(Kind::Grant, 1, 0, 100), ev(Kind::Grant, 2, 5, 60)];
+        assert!(check(&h).violations.is_empty());
+    }
+
+    fn lines_round_trip() {
+        let e = ev(Kind::ReleaseRefused, 7, 1, 2);
+        assert_eq!(Event::parse(&e.line()), Some(e));
+        assert_eq!(Event::parse("something else"), None);
+    }
+}

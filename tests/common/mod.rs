@@ -1,0 +1,269 @@
+//! Test support: the backends every test runs on, each with a table of the test's own.
+//!
+//! PostgreSQL and MariaDB are reached at `SQLOCK_TEST_POSTGRES_URL` and
+//! `SQLOCK_TEST_MYSQL_URL` (defaults: the loopback servers `scripts/db-up.sh` starts).
+//! SQLite needs no server: each test gets a file of its own. When a server cannot be
+//! reached, the test fails if `CI=true` or `SQLOCK_REQUIRE_SERVERS=1`, and otherwise
+//! says loudly on stderr which backend it left out.
+
+#![allow(dead_code, unreachable_pub)]
+
+pub mod contention;
+pub mod history;
+pub mod kill;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlock::{DbPool, Dialect, Locker, LockerBuilder};
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+pub const POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+pub const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
+
+/// One database to run a test on, with a lock table named after the test.
+#[derive(Debug, Clone)]
+pub struct Backend {
+    pub dialect: Dialect,
+    pub table: String,
+    url: String,
+}
+
+fn servers_required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+        || std::env::var("SQLOCK_REQUIRE_SERVERS").is_ok_and(|v| v == "1")
+}
+
+pub fn postgres_url() -> String {
+    std::env::var("SQLOCK_TEST_POSTGRES_URL").unwrap_or_else(|_| POSTGRES_URL.into())
+}
+
+pub fn mysql_url() -> String {
+    std::env::var("SQLOCK_TEST_MYSQL_URL").unwrap_or_else(|_| MYSQL_URL.into())
+}
+
+fn sqlite_path(table: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("sqlock-test-{}-{table}.db", std::process::id()))
+}
+
+/// The backends a test runs on: SQLite always, the servers when reachable (or required).
+/// `name` becomes the test's table name, so tests never share rows.
+pub async fn backends(name: &str) -> Vec<Backend> {
+    backends_of(name, &[Dialect::Sqlite, Dialect::Postgres, Dialect::MySql]).await
+}
+
+/// The server backends only (PostgreSQL and MariaDB).
+pub async fn servers(name: &str) -> Vec<Backend> {
+    backends_of(name, &[Dialect::Postgres, Dialect::MySql]).await
+}
+
+pub async fn backends_of(name: &str, dialects: &[Dialect]) -> Vec<Backend> {
+    let urls = dialects.iter().map(|&d| {
+        let url = match d {
+            Dialect::Postgres => postgres_url(),
+            Dialect::MySql => mysql_url(),
+            _ => format!("sqlite://{}", sqlite_path(name).display()),
+        };
+        (d, url)
+    });
+    connect_all(name, urls.collect()).await
+}
+
+/// The server instances of the fault tests' own (`scripts/fault-db.sh up`), which those
+/// tests stop and start: `SQLOCK_TEST_FAULT_POSTGRES_URL`, `SQLOCK_TEST_FAULT_MYSQL_URL`.
+pub async fn fault_servers(name: &str) -> Vec<Backend> {
+    let pg = std::env::var("SQLOCK_TEST_FAULT_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5433/test".into());
+    let my = std::env::var("SQLOCK_TEST_FAULT_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3307/test".into());
+    connect_all(name, vec![(Dialect::Postgres, pg), (Dialect::MySql, my)]).await
+}
+
+/// A server of the pooler and cluster tests' own (`scripts/ha.sh up`): the URL in the
+/// environment variable `env`, or `default`. Empty when it cannot be reached and
+/// servers are not required; a failure when they are.
+pub async fn ha_server(name: &str, dialect: Dialect, env: &str, default: &str) -> Vec<Backend> {
+    let url = std::env::var(env).unwrap_or_else(|_| default.into());
+    connect_all(name, vec![(dialect, url)]).await
+}
+
+async fn connect_all(name: &str, urls: Vec<(Dialect, String)>) -> Vec<Backend> {
+    let mut out = Vec::new();
+    for (dialect, url) in urls {
+        let backend = Backend {
+            dialect,
+            table: name.to_owned(),
+            url,
+        };
+        match backend.pool().await {
+            Ok(pool) => {
+                pool.close().await;
+                out.push(backend);
+            }
+            Err(e) if servers_required() || dialect == Dialect::Sqlite => {
+                panic!("{dialect} is required but cannot be reached: {e:#}")
+            }
+            Err(e) => eprintln!(
+                "NOTE: {dialect} unreachable, test {name} runs without it ({e:#}); \
+                 run scripts/db-up.sh and scripts/fault-db.sh up, or set CI=true to make \
+                 this an error"
+            ),
+        }
+    }
+    out
+}
+
+impl Backend {
+    /// The database URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A new, independent pool: as another process would have.
+    pub async fn pool(&self) -> anyhow::Result<DbPool> {
+        self.pool_with(8).await
+    }
+
+    pub async fn pool_with(&self, max_connections: u32) -> anyhow::Result<DbPool> {
+        let timeout = Duration::from_secs(10);
+        Ok(match self.dialect {
+            Dialect::Postgres => PgPoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(timeout)
+                .connect(&self.url)
+                .await
+                .with_context(|| format!("connecting to {}", self.url))?
+                .into(),
+            Dialect::MySql => MySqlPoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(timeout)
+                .connect(&self.url)
+                .await
+                .with_context(|| format!("connecting to {}", self.url))?
+                .into(),
+            _ => {
+                let options = SqliteConnectOptions::new()
+                    .filename(sqlite_path(&self.table))
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .busy_timeout(Duration::from_secs(10));
+                SqlitePoolOptions::new()
+                    .max_connections(max_connections)
+                    .acquire_timeout(timeout)
+                    .connect_with(options)
+                    .await?
+                    .into()
+            }
+        })
+    }
+
+    /// A builder on a new pool, set to this test's table.
+    pub async fn builder(&self) -> anyhow::Result<LockerBuilder> {
+        Ok(Locker::builder(self.pool().await?).table(&self.table))
+    }
+
+    /// A handle on a new pool, on this test's table.
+    pub async fn locker(&self) -> anyhow::Result<Locker> {
+        Ok(self.builder().await?.build()?)
+    }
+
+    /// Drops and creates the test's table, so the test starts from nothing.
+    pub async fn fresh_table(&self) -> anyhow::Result<Locker> {
+        let locker = self.locker().await?;
+        let t = &self.table;
+        let drop = match self.dialect {
+            Dialect::Postgres => {
+                format!("DROP TABLE IF EXISTS \"{t}\"; DROP SEQUENCE IF EXISTS \"{t}_fence_seq\";")
+            }
+            Dialect::MySql => {
+                format!("DROP TABLE IF EXISTS `{t}`; DROP TABLE IF EXISTS `{t}_fence`; DROP SEQUENCE IF EXISTS `{t}_fence_seq`;")
+            }
+            _ => format!(
+                "DROP TABLE IF EXISTS \"{t}\"; DROP TABLE IF EXISTS \"{t}_fence\"; \
+                 DROP TRIGGER IF EXISTS \"{t}_fence_floor\";"
+            ),
+        };
+        self.script(locker.pool(), &drop).await?;
+        locker.create_table().await?;
+        Ok(locker)
+    }
+
+    /// Runs raw SQL (test set-up and inspection only).
+    pub async fn script(&self, pool: &DbPool, sql: &str) -> anyhow::Result<()> {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match pool {
+            DbPool::Postgres(p) => {
+                sqlx::raw_sql(sql).execute(p).await?;
+            }
+            DbPool::MySql(p) => {
+                sqlx::raw_sql(sql).execute(p).await?;
+            }
+            DbPool::Sqlite(p) => {
+                sqlx::raw_sql(sql).execute(p).await?;
+            }
+            _ => anyhow::bail!("unknown pool"),
+        }
+        Ok(())
+    }
+
+    /// A query that returns one integer.
+    pub async fn scalar(&self, pool: &DbPool, sql: &str) -> anyhow::Result<i64> {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        Ok(match pool {
+            DbPool::Postgres(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
+            DbPool::MySql(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
+            DbPool::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
+            _ => anyhow::bail!("unknown pool"),
+        })
+    }
+
+    /// The table name quoted for this dialect, for hand-written test SQL.
+    pub fn quoted(&self) -> String {
+        match self.dialect {
+            Dialect::MySql => format!("`{}`", self.table),
+            _ => format!("\"{}\"", self.table),
+        }
+    }
+
+    /// Makes the lease on `key` look expired by moving its expiry into the past, as
+    /// if its TTL had run out (rather than sleeping through a TTL).
+    pub async fn expire(&self, pool: &DbPool, key: &str) -> anyhow::Result<()> {
+        let t = self.quoted();
+        let sql = match self.dialect {
+            Dialect::Postgres => format!(
+                "UPDATE {t} SET expires_at = statement_timestamp() - INTERVAL '1 second' WHERE lock_key = '{key}'"
+            ),
+            Dialect::MySql => format!(
+                "UPDATE {t} SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE lock_key = '{key}'"
+            ),
+            _ => format!(
+                "UPDATE {t} SET expires_at = expires_at - 3600000000 WHERE lock_key = '{key}'"
+            ),
+        };
+        self.script(pool, &sql).await
+    }
+
+    /// Deletes the row of `key`, as the sweeper would.
+    pub async fn delete_row(&self, pool: &DbPool, key: &str) -> anyhow::Result<()> {
+        let sql = format!("DELETE FROM {} WHERE lock_key = '{key}'", self.quoted());
+        self.script(pool, &sql).await
+    }
+
+    /// How many rows of the table are held (locked and unexpired).
+    pub async fn held_rows(&self, pool: &DbPool) -> anyhow::Result<i64> {
+        let t = self.quoted();
+        let now = match self.dialect {
+            Dialect::Postgres => "statement_timestamp()",
+            Dialect::MySql => "UTC_TIMESTAMP(6)",
+            _ => "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
+        };
+        self.scalar(
+            pool,
+            &format!("SELECT COUNT(*) FROM {t} WHERE locked AND expires_at > {now}"),
+        )
+        .await
+    }
+}

@@ -1,0 +1,157 @@
+//! Fenced writes: a holder's own transaction checks the lock first, so a holder that
+//! lost its lease (paused past its TTL, say) cannot write.
+#![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+
+mod common;
+
+use std::time::Duration;
+
+use sqlock::{DbPool, Error, LockGuard};
+use sqlx::Executor;
+
+/// Runs `guard.fence` and then an increment of the test's counter in one transaction
+/// on `pool`; returns whether it committed.
+async fn fenced_increment(pool: &DbPool, guard: &LockGuard, counter: &str) -> anyhow::Result<bool> {
+    let bump = sqlx::AssertSqlSafe(format!("UPDATE {counter} SET n = n + 1"));
+    macro_rules! fenced {
+        ($p:expr) => {{
+            let mut tx = $p.begin().await?;
+            match guard.fence(&mut *tx).await {
+                Ok(()) => {
+                    tx.execute(bump).await?;
+                    tx.commit().await?;
+                    true
+                }
+                Err(Error::LockLost { .. }) => false,
+                Err(e) => return Err(e.into()),
+            }
+        }};
+    }
+    Ok(match pool {
+        DbPool::Postgres(p) => fenced!(p),
+        DbPool::MySql(p) => fenced!(p),
+        DbPool::Sqlite(p) => fenced!(p),
+        _ => anyhow::bail!("unknown pool"),
+    })
+}
+
+#[tokio::test]
+async fn a_stale_holder_cannot_write() -> anyhow::Result<()> {
+    for b in common::backends("fence_stale").await {
+        let a = b.fresh_table().await?;
+        let pool = a.pool().clone();
+        let counter = format!("{}_counter", b.table);
+        b.script(&pool, &format!("DROP TABLE IF EXISTS {counter}"))
+            .await?;
+        b.script(
+            &pool,
+            &format!("CREATE TABLE {counter} (n BIGINT NOT NULL)"),
+        )
+        .await?;
+        b.script(&pool, &format!("INSERT INTO {counter} (n) VALUES (0)"))
+            .await?;
+        let other = b.locker().await?;
+
+        let g = a
+            .lock("k")
+            .auto_renew(false)
+            .try_acquire()
+            .await?
+            .expect("k");
+        assert!(
+            fenced_increment(&pool, &g, &counter).await?,
+            "{}",
+            b.dialect
+        );
+        // The lease lapses (as for a paused holder) and another owner takes it.
+        b.expire(&pool, "k").await?;
+        let next = other.try_acquire("k").await?.expect("taken over");
+        assert!(
+            !fenced_increment(&pool, &g, &counter).await?,
+            "{}: stale write accepted",
+            b.dialect
+        );
+        assert!(
+            fenced_increment(&pool, &next, &counter).await?,
+            "{}",
+            b.dialect
+        );
+        let n = b.scalar(&pool, &format!("SELECT n FROM {counter}")).await?;
+        assert_eq!(
+            n, 2,
+            "{}: exactly the two fenced writes of live holders",
+            b.dialect
+        );
+        assert!(next.release().await?);
+        b.script(&pool, &format!("DROP TABLE {counter}")).await?;
+    }
+    Ok(())
+}
+
+/// On the servers the check holds a shared row lock: a takeover of the lapsed lease
+/// waits until the fenced transaction has committed, so the two never interleave.
+#[tokio::test]
+async fn a_takeover_waits_for_the_fenced_transaction() -> anyhow::Result<()> {
+    for b in common::servers("fence_wait").await {
+        let a = b.fresh_table().await?;
+        let pool = a.pool().clone();
+        let other = b.locker().await?;
+        let g = a
+            .lock("k")
+            .ttl(Duration::from_millis(300))
+            .auto_renew(false)
+            .try_acquire()
+            .await?
+            .expect("k");
+        macro_rules! hold_fence {
+            ($p:expr) => {{
+                let mut tx = $p.begin().await?;
+                g.fence(&mut *tx).await?;
+                tokio::time::sleep(Duration::from_millis(500)).await; // the lease lapses meanwhile
+                let taker = tokio::spawn(async move {
+                    let t = std::time::Instant::now();
+                    let got = other.acquire_timeout("k", Duration::from_secs(10)).await;
+                    (got, t.elapsed())
+                });
+                tokio::time::sleep(Duration::from_millis(700)).await;
+                assert!(
+                    !taker.is_finished(),
+                    "{}: the takeover did not wait",
+                    b.dialect
+                );
+                tx.commit().await?;
+                let (got, _) = taker.await?;
+                assert!(got?.release().await?);
+            }};
+        }
+        match &pool {
+            DbPool::Postgres(p) => hold_fence!(p),
+            DbPool::MySql(p) => hold_fence!(p),
+            _ => anyhow::bail!("not a server"),
+        }
+        assert!(!g.release().await?, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn fence_refuses_another_dialects_connection() -> anyhow::Result<()> {
+    let sqlite = common::backends_of("fence_other", &[sqlock::Dialect::Sqlite]).await;
+    let pg = common::servers("fence_other").await;
+    let (Some(s), Some(p)) = (
+        sqlite.first(),
+        pg.iter().find(|b| b.dialect == sqlock::Dialect::Postgres),
+    ) else {
+        return Ok(());
+    };
+    let a = s.fresh_table().await?;
+    let g = a.try_acquire("k").await?.expect("k");
+    let DbPool::Postgres(pool) = p.pool().await? else {
+        anyhow::bail!("pg")
+    };
+    let mut conn = pool.acquire().await?;
+    let e = g.fence(&mut *conn).await.expect_err("wrong dialect");
+    assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+    assert!(g.release().await?);
+    Ok(())
+}

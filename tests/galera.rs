@@ -1,0 +1,171 @@
+//! On a 3-node MariaDB Galera cluster (`scripts/ha.sh galera up`, ports 3311-3313):
+//! contenders connected to different nodes, on the same keys, never overlap and see
+//! rising tokens with the lease and the insert strategy, the certification failures
+//! (error 1213) of the losers never reaching them; the for-update strategy, which
+//! Galera cannot make exclusive, is refused with an explanation.
+
+mod common;
+
+use std::time::Duration;
+
+use common::contention::{self, Workload};
+use sqlock::{DbPool, Dialect, Error, Locker, Strategy};
+use sqlx::mysql::MySqlPoolOptions;
+
+const NODES: [(&str, &str); 3] = [
+    (
+        "SQLOCK_TEST_GALERA1_URL",
+        "mysql://root@127.0.0.1:3311/test",
+    ),
+    (
+        "SQLOCK_TEST_GALERA2_URL",
+        "mysql://root@127.0.0.1:3312/test",
+    ),
+    (
+        "SQLOCK_TEST_GALERA3_URL",
+        "mysql://root@127.0.0.1:3313/test",
+    ),
+];
+
+/// The three nodes, each as a backend on the test's table; empty when the cluster is
+/// not up and servers are not required.
+async fn nodes(name: &str) -> Vec<common::Backend> {
+    let mut out = Vec::new();
+    for (env, url) in NODES {
+        out.extend(common::ha_server(name, Dialect::MySql, env, url).await);
+    }
+    if out.len() < NODES.len() {
+        return Vec::new();
+    }
+    out
+}
+
+async fn pool(b: &common::Backend) -> anyhow::Result<DbPool> {
+    Ok(MySqlPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(b.url())
+        .await?
+        .into())
+}
+
+/// Waits until every node has the table (DDL replicates in total order, but the test
+/// should not rest on timing).
+async fn replicated(nodes: &[common::Backend]) -> anyhow::Result<()> {
+    for b in nodes {
+        let pool = pool(b).await?;
+        let sql = format!(
+            "SELECT COUNT(*) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = 'test' AND TABLE_NAME = '{}'",
+            b.table
+        );
+        let mut seen = false;
+        for _ in 0..100 {
+            if b.scalar(&pool, &sql).await? == 1 {
+                seen = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::ensure!(seen, "the table did not reach {}", b.url());
+        pool.close().await;
+    }
+    Ok(())
+}
+
+async fn contention_across_nodes(name: &str, strategy: Strategy) -> anyhow::Result<()> {
+    let nodes = nodes(name).await;
+    let Some(first) = nodes.first() else {
+        return Ok(());
+    };
+    first.fresh_table().await?;
+    replicated(&nodes).await?;
+    let mut pools = Vec::new();
+    for b in &nodes {
+        pools.push(pool(b).await?);
+    }
+    let size = first
+        .scalar(
+            &pools[0],
+            "SELECT CAST(VARIABLE_VALUE AS SIGNED) FROM information_schema.GLOBAL_STATUS \
+             WHERE VARIABLE_NAME = 'WSREP_CLUSTER_SIZE'",
+        )
+        .await?;
+    assert_eq!(size, 3, "the cluster is not whole");
+    let w = Workload {
+        strategy,
+        tasks_per_pool: 3,
+        keys: 2,
+        grants: 150,
+    };
+    let before = conflicts(&nodes, &pools).await?;
+    // Any error, certification failures included, fails the run: none may surface.
+    contention::run(first, pools.clone(), w).await?;
+    let seen = conflicts(&nodes, &pools).await? - before;
+    println!("{strategy}: {seen} certification failures and aborts on the nodes, all retried");
+    assert!(
+        seen > 0,
+        "the run never conflicted across nodes: it tested nothing"
+    );
+    Ok(())
+}
+
+/// Certification failures and brute-force aborts so far, summed over the nodes.
+async fn conflicts(nodes: &[common::Backend], pools: &[DbPool]) -> anyhow::Result<i64> {
+    let mut sum = 0;
+    for (b, pool) in nodes.iter().zip(pools) {
+        sum += b
+            .scalar(
+                pool,
+                "SELECT CAST(SUM(VARIABLE_VALUE) AS SIGNED) FROM information_schema.GLOBAL_STATUS \
+                 WHERE VARIABLE_NAME IN ('WSREP_LOCAL_CERT_FAILURES', 'WSREP_LOCAL_BF_ABORTS')",
+            )
+            .await?;
+    }
+    Ok(sum)
+}
+
+#[tokio::test]
+async fn lease_contention_across_galera_nodes() -> anyhow::Result<()> {
+    contention_across_nodes("galera_lease", Strategy::Lease).await
+}
+
+#[tokio::test]
+async fn insert_contention_across_galera_nodes() -> anyhow::Result<()> {
+    contention_across_nodes("galera_insert", Strategy::Insert).await
+}
+
+#[tokio::test]
+async fn for_update_is_refused_on_galera() -> anyhow::Result<()> {
+    let nodes = nodes("galera_for_update").await;
+    let Some(first) = nodes.first() else {
+        return Ok(());
+    };
+    first.fresh_table().await?;
+    replicated(&nodes).await?;
+    for b in &nodes {
+        let locker = Locker::builder(pool(b).await?)
+            .table(&b.table)
+            .strategy(Strategy::ForUpdate)
+            .build()?;
+        for outcome in [
+            locker.try_acquire("refused").await.map(drop),
+            locker
+                .acquire_timeout("refused", Duration::from_secs(5))
+                .await
+                .map(drop),
+        ] {
+            let err = outcome.expect_err("for-update on a Galera node");
+            assert!(matches!(err, Error::Unsupported(_)), "{err:?}");
+            let text = err.to_string();
+            for needed in ["Galera", "FOR UPDATE", "this node only", "lease strategy"] {
+                assert!(text.contains(needed), "{needed:?} missing from: {text}");
+            }
+        }
+        // The lease strategy works on the same handle's table.
+        let lease = locker.lock("refused").strategy(Strategy::Lease);
+        let guard = lease.try_acquire().await?.expect("a free lease");
+        assert!(guard.release().await?);
+    }
+    Ok(())
+}

@@ -1,0 +1,136 @@
+//! Release wake-ups (`LockerBuilder::notify_waiters`): on PostgreSQL a release wakes a
+//! waiter long before its next poll; elsewhere, and with transaction pooling, the
+//! setting is refused with an explanation.
+
+mod common;
+
+use std::time::Duration;
+
+use sqlock::{Dialect, Error, Locker, Strategy};
+
+/// So long that a waiter which depended on polling would not try again within the
+/// test's deadline: its first wait is at least half of this.
+const POLL: Duration = Duration::from_secs(60);
+
+/// How long the waiter may wait in all: a release comes about a second in.
+const DEADLINE: Duration = Duration::from_secs(8);
+
+/// Holder and waiter on pools of their own; the waiter (made with or without wake-ups)
+/// waits with a deadline far shorter than its poll interval, and the holder releases
+/// while it waits. Returns the waiter's outcome.
+async fn handoff(
+    b: &common::Backend,
+    strategy: Strategy,
+    notify: bool,
+) -> anyhow::Result<Result<i64, Error>> {
+    let holder = b
+        .builder()
+        .await?
+        .strategy(strategy)
+        .notify_waiters(true)
+        .build()?;
+    let waiter = b
+        .builder()
+        .await?
+        .strategy(strategy)
+        .notify_waiters(notify)
+        .poll_interval(POLL, POLL)
+        .build()?;
+    let key = format!("wake-{strategy}");
+    let held = holder.acquire(&key).await?;
+    let first = held.fencing_token();
+    let task = {
+        let (waiter, key) = (waiter.clone(), key.clone());
+        tokio::spawn(async move {
+            waiter
+                .acquire_timeout(&key, DEADLINE)
+                .await
+                .map(|g| g.fencing_token())
+        })
+    };
+    // The waiter has made its first attempt, found the lock held, and is waiting.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!task.is_finished(), "the waiter got a held lock");
+    assert!(held.release().await?);
+    let outcome = task.await?;
+    if let Ok(token) = &outcome {
+        assert!(*token > first, "tokens rise: {first} then {token}");
+    }
+    Ok(outcome)
+}
+
+#[tokio::test]
+async fn a_release_wakes_a_waiter_long_before_its_next_poll() -> anyhow::Result<()> {
+    for b in common::backends_of("notify_wake", &[Dialect::Postgres]).await {
+        b.fresh_table().await?;
+        for strategy in [Strategy::Lease, Strategy::Insert] {
+            // Woken by the release: acquired within the deadline, although the next
+            // poll lies far beyond it.
+            let token = handoff(&b, strategy, true).await?;
+            assert!(
+                token.is_ok(),
+                "{strategy}: the waiter was not woken: {token:?}"
+            );
+        }
+        // Without wake-ups the same waiter sleeps through the deadline: the wake-up
+        // above was the notification, not a poll.
+        let polled = handoff(&b, Strategy::Lease, false).await?;
+        assert!(
+            matches!(polled, Err(Error::Timeout { .. })),
+            "a polling waiter got the lock before its next poll: {polled:?}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_force_release_wakes_waiters_too() -> anyhow::Result<()> {
+    for b in common::backends_of("notify_force", &[Dialect::Postgres]).await {
+        b.fresh_table().await?;
+        let holder = b.builder().await?.notify_waiters(true).build()?;
+        let waiter = b
+            .builder()
+            .await?
+            .notify_waiters(true)
+            .poll_interval(POLL, POLL)
+            .build()?;
+        let _held = holder.acquire("stuck").await?;
+        let task = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move { waiter.acquire_timeout("stuck", DEADLINE).await })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(holder.force_release("stuck").await?);
+        let got = task.await?;
+        assert!(got.is_ok(), "not woken by a force release: {got:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn notify_is_refused_where_it_cannot_work() -> anyhow::Result<()> {
+    for b in common::backends("notify_refused").await {
+        let pool = b.pool().await?;
+        let built = Locker::builder(pool.clone()).notify_waiters(true).build();
+        match b.dialect {
+            Dialect::Postgres => {
+                assert!(built.is_ok());
+                let both = Locker::builder(pool)
+                    .notify_waiters(true)
+                    .transaction_pooling(true)
+                    .build();
+                let err = both.expect_err("notify with transaction pooling");
+                assert!(matches!(err, Error::InvalidSettings(_)), "{err}");
+                assert!(err.to_string().contains("LISTEN"), "{err}");
+            }
+            _ => {
+                let err = built.expect_err("notify off PostgreSQL");
+                assert!(matches!(err, Error::Unsupported(_)), "{err}");
+                assert!(err.to_string().contains("PostgreSQL"), "{err}");
+                let pooling = Locker::builder(pool).transaction_pooling(true).build();
+                assert!(matches!(pooling, Err(Error::Unsupported(_))));
+            }
+        }
+    }
+    Ok(())
+}
