@@ -18,6 +18,11 @@
 #   scripts/ha.sh standby failover             stop the primary at once, promote the standby
 set -euo pipefail
 
+# It creates server directories and runs servers as their system users: root's work.
+if [ "$(id -u)" -ne 0 ]; then
+    exec sudo -E bash "$0" "$@"
+fi
+
 PGB_PORT=6433
 PGB_DIR=/var/lib/sqlock-pgbouncer
 
@@ -33,6 +38,17 @@ HA_PRIMARY_PORT=5434
 HA_STANDBY_PORT=5435
 
 log() { printf 'ha: %s\n' "$*" >&2; }
+
+# Debian packages, with the package lists fetched once first (a new machine may have
+# none yet).
+apt_updated=""
+apt_install() {
+    if [ -z "$apt_updated" ]; then
+        apt-get update -qq
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null
+}
 
 wait_for() {
     local tries=$1
@@ -51,7 +67,7 @@ pg_version() { ls /etc/postgresql | sort -V | tail -n 1; }
 pgbouncer_up() {
     if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
         log "installing pgbouncer"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >/dev/null
+        apt_install pgbouncer
     fi
     mkdir -p "$PGB_DIR"
     cat >"$PGB_DIR/pgbouncer.ini" <<EOF
@@ -151,11 +167,11 @@ galera_start() {
 galera_up() {
     if ! command -v rsync >/dev/null; then
         log "installing rsync (the Galera state transfer)"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q rsync >/dev/null
+        apt_install rsync
     fi
     [ -f /usr/lib/galera/libgalera_smm.so ] || {
         log "installing galera-4"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q galera-4 >/dev/null
+        apt_install galera-4
     }
     mkdir -p "$GALERA_DIR"
     chown mysql:mysql "$GALERA_DIR"

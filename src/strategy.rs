@@ -16,8 +16,8 @@ use std::str::FromStr;
 /// | [`ForUpdate`](Self::ForUpdate) | a row lock in an open transaction | a row nobody locks | the holder's writes must commit with the lock, or a dead holder must free it at once; not on Galera (refused there) |
 ///
 /// Use one strategy per key: the strategies share the table, not their bookkeeping.
-/// Only leases appear in [`Locker::list`](crate::Locker::list); a for-update lock is
-/// invisible outside its transaction.
+/// Lease and insert locks appear in [`Locker::list`](crate::Locker::list); a for-update
+/// lock does not, being invisible outside its transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Strategy {

@@ -1,9 +1,16 @@
-//! Dropping acquisition futures at any point leaves no lock held and no connection taken.
+//! Dropping acquisition futures at any point leaves no lock held and no connection
+//! taken; deadlines bound waits. For the lease and the insert strategy (the for-update
+//! strategy's own cancel test is in for_update.rs).
 #![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 mod common;
 
 use std::time::Duration;
+
+use sqlock::Strategy;
+
+/// The strategies whose acquisition these tests cut off.
+const STRATEGIES: [Strategy; 2] = [Strategy::Lease, Strategy::Insert];
 
 /// Waits, up to a bound, until `f` holds; the background releases take a moment.
 async fn eventually<F, Fut>(mut f: F) -> anyhow::Result<bool>
@@ -22,15 +29,16 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_cut_off_by_timeouts_leaks_nothing() -> anyhow::Result<()> {
-    for b in common::backends("cancel_loop").await {
+    for (b, strategy) in with_strategies(common::backends("cancel_loop").await) {
         b.fresh_table().await?;
         let pool = b.pool_with(4).await?;
         let locker = sqlock::Locker::builder(pool.clone())
             .table(&b.table)
+            .strategy(strategy)
             .ttl(Duration::from_secs(600)) // only a release can free these rows in time
             .poll_interval(Duration::from_micros(200), Duration::from_millis(2))
             .build()?;
-        let holder = b.locker().await?;
+        let holder = b.builder().await?.strategy(strategy).build()?;
         let mut completed = 0;
         for i in 0..300u64 {
             let key = format!("k{}", i % 5);
@@ -56,7 +64,7 @@ async fn acquire_cut_off_by_timeouts_leaks_nothing() -> anyhow::Result<()> {
         .await?;
         assert!(
             clean,
-            "{}: a lock stayed held after its acquire was cut off",
+            "{} {strategy}: a lock stayed held after its acquire was cut off",
             b.dialect
         );
         let idle = eventually(|| {
@@ -66,7 +74,7 @@ async fn acquire_cut_off_by_timeouts_leaks_nothing() -> anyhow::Result<()> {
         .await?;
         assert!(
             idle,
-            "{}: a connection was not returned to the pool",
+            "{} {strategy}: a connection was not returned to the pool",
             b.dialect
         );
         // And the pool still works.
@@ -76,11 +84,20 @@ async fn acquire_cut_off_by_timeouts_leaks_nothing() -> anyhow::Result<()> {
             .expect("the pool is usable");
         assert!(g.release().await?);
         println!(
-            "{}: 300 acquisitions cut off at random ({completed} completed), table and pool clean",
+            "{} {strategy}: 300 acquisitions cut off at random ({completed} completed), table \
+             and pool clean",
             b.dialect
         );
     }
     Ok(())
+}
+
+/// Each backend once per strategy of [`STRATEGIES`].
+fn with_strategies(backends: Vec<common::Backend>) -> Vec<(common::Backend, Strategy)> {
+    backends
+        .into_iter()
+        .flat_map(|b| STRATEGIES.map(|s| (b.clone(), s)))
+        .collect()
 }
 
 fn pool_is_idle(pool: &sqlock::DbPool) -> bool {
@@ -94,9 +111,10 @@ fn pool_is_idle(pool: &sqlock::DbPool) -> bool {
 
 #[tokio::test]
 async fn deadline_is_honoured() -> anyhow::Result<()> {
-    for b in common::backends("cancel_deadline").await {
-        let a = b.fresh_table().await?;
-        let other = b.locker().await?;
+    for (b, strategy) in with_strategies(common::backends("cancel_deadline").await) {
+        b.fresh_table().await?;
+        let a = b.builder().await?.strategy(strategy).build()?;
+        let other = b.builder().await?.strategy(strategy).build()?;
         let g = a.try_acquire("k").await?.expect("k");
         let timeout = Duration::from_millis(300);
         let started = std::time::Instant::now();
@@ -107,17 +125,20 @@ async fn deadline_is_honoured() -> anyhow::Result<()> {
                 assert_eq!(key, "k");
                 assert!(
                     waited >= timeout,
-                    "{}: gave up early, after {waited:?}",
+                    "{} {strategy}: gave up early, after {waited:?}",
                     b.dialect
                 );
             }
-            other => panic!("{}: expected a timeout, got {other:?}", b.dialect),
+            other => panic!(
+                "{} {strategy}: expected a timeout, got {other:?}",
+                b.dialect
+            ),
         }
         assert!(elapsed >= timeout);
         // Generous slack: this checks that the deadline bounds the wait, not speed.
         assert!(
             elapsed < timeout + Duration::from_secs(2),
-            "{}: {elapsed:?}",
+            "{} {strategy}: {elapsed:?}",
             b.dialect
         );
         assert!(g.release().await?);

@@ -83,6 +83,35 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any string at all: an answer, never a panic; an error always says what it is.
+        #[test]
+        fn any_string_gets_an_answer(input in "\\PC{0,40}") {
+            if let Err(e) = parse(&input) {
+                proptest::prop_assert!(e.starts_with("invalid duration"), "{}", e);
+            }
+        }
+
+        /// Strings made of the parser's own pieces (digits and units, in any order and
+        /// number): an answer, never a panic, and a well-formed one gives its value.
+        #[test]
+        fn pieces_in_any_order(parts in proptest::collection::vec(
+            (0u64..100_000, proptest::sample::select(vec!["ms", "s", "m", "h", "d", "", "x"])),
+            0..6,
+        )) {
+            let input: String = parts.iter().map(|(n, u)| format!("{n}{u}")).collect();
+            let _ = parse(&input);
+        }
+
+        /// Hours, minutes, seconds and milliseconds written out parse back to their sum.
+        #[test]
+        fn written_durations_round_trip(h in 0u64..1_000, m in 0u64..60, s in 0u64..60, ms in 0u64..1_000) {
+            let text = format!("{h}h{m}m{s}s{ms}ms");
+            let want = Duration::from_millis(((h * 60 + m) * 60 + s) * 1_000 + ms);
+            proptest::prop_assert_eq!(parse(&text), Ok(want));
+        }
+    }
+
     /// Every string of up to three characters from an alphabet of digits, units,
     /// signs, spaces and multi-byte characters: an answer, never a panic.
     #[test]

@@ -64,7 +64,7 @@ fn list_and_release_force() {
         let released = key(&format!("released-{strategy}"));
         let ran = b.sqlock(&["run", "--strategy", strategy, &released, "--", "true"]);
         assert!(ran.status.success(), "{what}: {}", stderr(&ran));
-        let (mut holder, child, log) = hold(&b, strategy, "3s", &held);
+        let (mut holder, child, log) = hold(&b, strategy, "6s", &held);
 
         let locks = listed(&b);
         assert!(keys(&locks).contains(&held.as_str()), "{what}: {locks:?}");
@@ -90,18 +90,28 @@ fn list_and_release_force() {
         );
 
         let o = b.sqlock(&["release", "--force", &held]);
+        let forced = Instant::now();
         assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr(&o));
         assert!(
             stdout(&o).contains("released") && stdout(&o).contains(&owner),
             "{what}: {}",
             stdout(&o)
         );
-        // Within one renewal period (a third of the TTL), and the command stopped.
+        // Within one renewal period (a third of the 6 s TTL), and the command stopped
+        // (it ends on SIGTERM). The bound is the contract's, with slack for a loaded
+        // machine: a holder that only noticed when its lease lapsed would take 4 s or
+        // more.
         assert_eq!(
             wait_exit(&mut holder, Duration::from_secs(10)),
             76,
             "{what}: {}",
             b.log(&log)
+        );
+        let took = forced.elapsed();
+        assert!(
+            took < Duration::from_millis(3_500),
+            "{what}: the holder exited {took:?} after the force release, more than one \
+             renewal period (2 s) and slack"
         );
         assert!(!alive(child), "{what}: the command was not stopped");
 
@@ -112,6 +122,42 @@ fn list_and_release_force() {
             assert!(stderr(&o).contains("not held"), "{what}: {}", stderr(&o));
         }
         assert!(!keys(&listed(&b)).contains(&held.as_str()), "{what}");
+    });
+}
+
+/// A command that ignores SIGTERM is killed after the grace when the lock is lost,
+/// and sqlock still exits 76.
+#[test]
+fn a_command_deaf_to_sigterm_is_killed_after_the_grace() {
+    in_parallel(backends("cli_deaf"), |b| {
+        let k = key("deaf");
+        let pid_file = b.path("deaf.pid");
+        let script = format!(
+            "trap '' TERM; echo $$ > {}; while :; do sleep 0.1; done",
+            pid_file.display()
+        );
+        let mut holder = b.spawn(
+            "deaf-holder",
+            &["run", "--ttl", "3s", &k, "--", "sh", "-c", &script],
+        );
+        let child: u32 = wait_for_line(&pid_file, Duration::from_secs(10))
+            .trim()
+            .parse()
+            .expect("a pid");
+        let o = b.sqlock(&["release", "--force", &k]);
+        assert_eq!(o.status.code(), Some(0), "{}: {}", b.name, stderr(&o));
+        assert_eq!(
+            wait_exit(&mut holder, Duration::from_secs(15)),
+            76,
+            "{}: {}",
+            b.name,
+            b.log("deaf-holder")
+        );
+        assert!(
+            !alive(child),
+            "{}: the command that ignored SIGTERM is still running",
+            b.name
+        );
     });
 }
 

@@ -20,6 +20,12 @@
 //!   holder whose lease lapsed may well go on *running* past the next grant (paused, or
 //!   slow to notice); that is allowed, as long as the database accepted none of its
 //!   fenced writes after the lapse.
+//! - **No takeover of a valid lease** ([`check_leases`], for strategies whose locks end
+//!   only by release or expiry): a lease granted by a request sent at `t` lasts on the
+//!   database clock at least until `t + TTL`, unless its holder's release was sent
+//!   before. A grant of a higher token whose answer came back earlier than that took a
+//!   lease that was still valid, even if the fence then refused every write of the
+//!   older holder. (A lower bound: renewals only make leases last longer.)
 
 #![allow(dead_code)]
 
@@ -128,8 +134,26 @@ impl fmt::Display for Verdict {
     }
 }
 
-/// Checks a history against the model (see the module's documentation).
+/// Checks a history against the model (see the module's documentation), without the
+/// lease rule: for locks that may end before their TTL (a for-update lock ends with
+/// its connection).
 pub fn check(events: &[Event]) -> Verdict {
+    check_with(events, None)
+}
+
+/// Checks a history of leases of `ttl` against the whole model, the rule that no valid
+/// lease is taken over included.
+pub fn check_leases(events: &[Event], ttl: std::time::Duration) -> Verdict {
+    check_with(events, Some(ttl))
+}
+
+/// Slack for the database clock and `CLOCK_MONOTONIC` running at slightly different
+/// rates (NTP slews the first by up to 500 ppm): 2% of the TTL plus 20 ms.
+fn slack(ttl: std::time::Duration) -> u64 {
+    u64::try_from((ttl / 50 + std::time::Duration::from_millis(20)).as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn check_with(events: &[Event], ttl: Option<std::time::Duration>) -> Verdict {
     let mut verdict = Verdict::default();
     let mut keys: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
     for e in events {
@@ -145,8 +169,67 @@ pub fn check(events: &[Event]) -> Verdict {
     }
     for (key, events) in keys {
         check_key(key, &events, &mut verdict.violations);
+        if let Some(ttl) = ttl {
+            check_validity(key, &events, ttl, &mut verdict.violations);
+        }
     }
     verdict
+}
+
+/// No grant of a higher token came back while a lease was certainly valid: before its
+/// request's send time plus the TTL (less the slack) and before its holder sent a
+/// release (or a request whose outcome is unknown, which may have been one). Holds
+/// whose end went unrecorded (the holder killed) are left out.
+fn check_validity(
+    key: &str,
+    events: &[&Event],
+    ttl: std::time::Duration,
+    violations: &mut Vec<String>,
+) {
+    let ttl_ns = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
+    let grants: Vec<&Event> = events
+        .iter()
+        .copied()
+        .filter(|e| e.kind == Kind::Grant)
+        .collect();
+    for a in &grants {
+        let ended = events
+            .iter()
+            .filter(|e| {
+                matches!(e.kind, Kind::Release | Kind::ReleaseRefused | Kind::Unknown)
+                    && e.token == a.token
+                    && e.owner == a.owner
+            })
+            .map(|e| e.sent)
+            .min();
+        // A hold with no release on record is judged only if its holder went on to a
+        // later grant (so it recorded how this one ended): a process killed while it
+        // released, or before it could say so, leaves its last hold's end unknown.
+        let went_on = grants
+            .iter()
+            .any(|g| g.owner == a.owner && g.token != a.token && g.sent > a.ack);
+        let ended = match ended {
+            Some(at) => at,
+            None if went_on => u64::MAX,
+            None => continue,
+        };
+        let valid_until = a
+            .sent
+            .saturating_add(ttl_ns)
+            .saturating_sub(slack(ttl))
+            .min(ended);
+        if let Some(b) = grants
+            .iter()
+            .filter(|b| b.token > a.token && b.owner != a.owner && b.ack < valid_until)
+            .min_by_key(|b| b.ack)
+        {
+            violations.push(format!(
+                "{key}: token {} was granted ({b:?}) while the lease of token {} was still \
+                 valid ({a:?}, TTL {ttl:?}, not released)",
+                b.token, a.token
+            ));
+        }
+    }
 }
 
 fn check_key(key: &str, events: &[&Event], violations: &mut Vec<String>) {
@@ -249,6 +332,42 @@ mod self_check_cases {
         a_paused_recorder_is_not_a_violation();
         lines_round_trip();
         a_reentrant_grant_is_not_a_violation();
+        a_takeover_of_a_valid_lease_is_a_violation();
+    }
+
+    fn a_takeover_of_a_valid_lease_is_a_violation() {
+        let ttl = std::time::Duration::from_nanos(1_000_000_000);
+        // Token 2 came back 0.5 s into token 1's lease of 1 s, and the fence refused
+        // token 1's write: exclusion held for the data, but the lease was taken early.
+        let early = [
+            ev(Kind::Grant, 1, 0, 10),
+            ev(Kind::Grant, 2, 5, 500_000_000),
+            ev(Kind::Rejected, 1, 600_000_000, 600_000_010),
+            ev(Kind::ReleaseRefused, 1, 600_000_020, 600_000_030),
+        ];
+        assert!(check(&early).violations.is_empty());
+        assert_eq!(check_leases(&early, ttl).violations.len(), 1);
+        // After the TTL, or after token 1's release was sent, it is a fair takeover.
+        let late = [
+            ev(Kind::Grant, 1, 0, 10),
+            ev(Kind::Grant, 2, 5, 1_100_000_000),
+        ];
+        assert!(check_leases(&late, ttl).violations.is_empty());
+        let released = [
+            ev(Kind::Grant, 1, 0, 10),
+            ev(Kind::Release, 1, 100, 200),
+            ev(Kind::Grant, 2, 5, 300),
+        ];
+        assert!(check_leases(&released, ttl).violations.is_empty());
+        // A holder that recorded nothing after its grant may have been killed while it
+        // released: its hold's end is unknown. One that went on to a later grant has
+        // recorded every release before it, so a hold it never released is judged.
+        let unknown_end = [ev(Kind::Grant, 1, 0, 10), ev(Kind::Grant, 2, 5, 300)];
+        assert!(check_leases(&unknown_end, ttl).violations.is_empty());
+        let mut again = ev(Kind::Grant, 3, 2_000_000_000, 2_000_000_010);
+        again.owner = "o1".into();
+        let h = [unknown_end[0].clone(), unknown_end[1].clone(), again];
+        assert_eq!(check_leases(&h, ttl).violations.len(), 1);
     }
 
     fn a_reentrant_grant_is_not_a_violation() {
