@@ -283,8 +283,10 @@ impl LockerBuilder {
     /// key)` in the same statement, so it stays one round trip. The handle, and the
     /// handles made from it with [`Locker::new_handle`], share one listener: it holds
     /// a connection of its own (opened like the pool's, counted outside it) from the
-    /// first wait until the last of those handles is dropped. A waiter woken for its
-    /// key tries again at once.
+    /// first wait until the last of those handles is dropped. A release wakes one
+    /// waiter of its key in each process, the one waiting longest, which tries again
+    /// at once; the others keep waiting (only one can have the lock), so each waiter
+    /// sends about one statement per release it is woken for, plus its polls.
     ///
     /// Notifications are a hint: correctness never rests on them. Waiters keep polling
     /// underneath (with longer default waits, see

@@ -7,6 +7,11 @@
 //! handles made from it with `new_handle`) holds a connection of its own, outside the
 //! application's pool, and wakes the waiters of that key in this process.
 //!
+//! A release wakes one waiter of the key in each process, the one that has waited
+//! longest: only one of them can have the lock, and waking them all would have every
+//! one of them send an attempt per release, most of them bound to fail. A woken waiter
+//! that leaves without having tried passes the wake-up on to the next.
+//!
 //! A notification is a hint, never a grant: the woken waiter still takes the lock with
 //! its ordinary statement, and polling goes on underneath. A notification that never
 //! comes (the listener down, reconnecting, or not yet listening) only costs the wait
@@ -14,7 +19,7 @@
 //! so a release missed meanwhile is not waited out either.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -34,8 +39,24 @@ pub(crate) struct Notifier {
     shared: Arc<Shared>,
 }
 
-/// The waiters of each key, by registration id.
-type Waiters = HashMap<String, Vec<(u64, Arc<Notify>)>>;
+/// The waiters of each key, by registration id, the longest waiting first.
+type Waiters = HashMap<String, Vec<(u64, Arc<Wakeup>)>>;
+
+/// One waiter's wake-up: a `Notify` of its own, so that a wake-up that lands while its
+/// waiter is busy with an attempt is kept (as a permit) for its next wait, and whether
+/// one was sent and not yet taken.
+#[derive(Debug, Default)]
+struct Wakeup {
+    notify: Notify,
+    pending: AtomicBool,
+}
+
+impl Wakeup {
+    fn wake(&self) {
+        self.pending.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+}
 
 #[derive(Debug)]
 struct Shared {
@@ -43,9 +64,7 @@ struct Shared {
     /// The application's pool, whose connect options the listener copies.
     pool: PgPool,
     next_id: AtomicU64,
-    /// The waiters of each key: each has a `Notify` of its own, so a wake-up that
-    /// lands while its waiter is busy with an attempt is kept (as a permit) for its
-    /// next wait.
+    /// The waiters of each key.
     waiters: Mutex<Waiters>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -70,18 +89,24 @@ impl Shared {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Wakes the longest waiting waiter of `key`, unless one already has a wake-up it
+    /// has not taken yet (it is about to try).
     fn wake_key(&self, key: &str) {
         if let Some(list) = self.waiters().get(key) {
-            for (_, n) in list {
-                n.notify_one();
+            if list.iter().all(|(_, w)| !w.pending.load(Ordering::SeqCst)) {
+                if let Some((_, first)) = list.first() {
+                    first.wake();
+                }
             }
         }
     }
 
+    /// Wakes every waiter: after the listener (re)connected, releases may have gone
+    /// unheard.
     fn wake_all(&self) {
         for list in self.waiters().values() {
-            for (_, n) in list {
-                n.notify_one();
+            for (_, w) in list {
+                w.wake();
             }
         }
     }
@@ -118,17 +143,17 @@ impl Notifier {
             }
         }
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let notify = Arc::new(Notify::new());
+        let wakeup = Arc::new(Wakeup::default());
         shared
             .waiters()
             .entry(key.to_owned())
             .or_default()
-            .push((id, notify.clone()));
+            .push((id, wakeup.clone()));
         Subscription {
             shared: shared.clone(),
             key: key.to_owned(),
             id,
-            notify,
+            wakeup,
         }
     }
 }
@@ -139,7 +164,7 @@ pub(crate) struct Subscription {
     shared: Arc<Shared>,
     key: String,
     id: u64,
-    notify: Arc<Notify>,
+    wakeup: Arc<Wakeup>,
 }
 
 impl Subscription {
@@ -147,18 +172,26 @@ impl Subscription {
     ///
     /// Cancel safe: a wake-up is kept until a wait takes it.
     pub(crate) async fn woken(&self) {
-        self.notify.notified().await;
+        self.wakeup.notify.notified().await;
+        self.wakeup.pending.store(false, Ordering::SeqCst);
     }
 }
 
+/// Unregisters; a wake-up this waiter never took (it got the lock by polling, gave up,
+/// or was cancelled) goes on to the next waiter of the key, which may now get it.
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let mut waiters = self.shared.waiters();
-        if let Some(list) = waiters.get_mut(&self.key) {
-            list.retain(|(id, _)| *id != self.id);
-            if list.is_empty() {
-                waiters.remove(&self.key);
+        {
+            let mut waiters = self.shared.waiters();
+            if let Some(list) = waiters.get_mut(&self.key) {
+                list.retain(|(id, _)| *id != self.id);
+                if list.is_empty() {
+                    waiters.remove(&self.key);
+                }
             }
+        }
+        if self.wakeup.pending.load(Ordering::SeqCst) {
+            self.shared.wake_key(&self.key);
         }
     }
 }

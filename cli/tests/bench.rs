@@ -105,6 +105,9 @@ fn bench_runs(b: Backend) {
         assert!(number(c, "grants") > 0.0, "{}: {c}", b.name);
         assert_eq!(c["workers"], 3);
     }
+    // PostgreSQL's waiters are measured both polling and woken by notifications.
+    let woken = contended.iter().any(|c| c["waiting"] == "library, notify");
+    assert_eq!(woken, b.name == "postgres", "{}: {contended:?}", b.name);
 
     let wd = &report["watchdog"];
     assert_eq!(wd["leases"], 40);

@@ -87,7 +87,10 @@ async fn contend(
         waited += started.elapsed().as_secs_f64();
         let Some(guard) = guard else { break };
         let seen = h.granted(me);
-        raw::hold_for(hold).await;
+        // Past the end, the waiters left only pass the lock on, as fast as they can.
+        if Instant::now() < h.deadline {
+            raw::hold_for(hold).await;
+        }
         h.releasing(me);
         lock.give(&key, guard).await?;
         h.wait_for_other(&mut rx, seen).await;
@@ -95,9 +98,20 @@ async fn contend(
     Ok(waited)
 }
 
+/// How long a for-update waiter may go on waiting after the end of a round.
+///
+/// The library waits for a row lock in the database in slices of a second, and MariaDB
+/// only in whole seconds: a waiter whose deadline is less than a second away polls
+/// instead. Waiters given the round's end as their deadline would poll through its
+/// last second and inflate the statements per waiter; with this much more, every wait
+/// is spent in the database. The rows granted after the end are not counted, and the
+/// waiters left hand the lock on to each other within a few holds.
+const FOR_UPDATE_GRACE: Duration = Duration::from_secs(2);
+
 /// How a contended worker takes its lock.
 enum ContendedLock {
-    Library(Locker),
+    /// The library, with the time a wait may run past the end of the round.
+    Library(Locker, Duration),
     Native(NativeConn),
 }
 
@@ -109,7 +123,7 @@ impl ContendedLock {
         left: Duration,
     ) -> Result<Option<Option<LockGuard>>, Failure> {
         match self {
-            Self::Library(l) => match l.acquire_timeout(key, left).await {
+            Self::Library(l, grace) => match l.acquire_timeout(key, left + *grace).await {
                 Ok(g) => Ok(Some(Some(g))),
                 Err(sqlock::Error::Timeout { .. }) => Ok(None),
                 Err(e) => Err(e.into()),
@@ -124,12 +138,12 @@ impl ContendedLock {
 
     async fn give(&mut self, key: &str, guard: Option<LockGuard>) -> Result<(), Failure> {
         match (self, guard) {
-            (Self::Library(_), Some(g)) => {
+            (Self::Library(..), Some(g)) => {
                 g.release().await?;
                 Ok(())
             }
             (Self::Native(c), _) => c.unlock(key).await.map_err(db_failure),
-            (Self::Library(_), None) => Ok(()),
+            (Self::Library(..), None) => Ok(()),
         }
     }
 }
@@ -147,9 +161,13 @@ pub(crate) async fn contended(
     let mut setups: Vec<(Waiting, Option<Strategy>)> = Vec::new();
     let notify = super::notify_available(db.dialect());
     for &s in strategies {
-        setups.push((Waiting::Poll, Some(s)));
         // For-update waiters wait in the database, not by polling.
-        if notify && s != Strategy::ForUpdate {
+        if s == Strategy::ForUpdate {
+            setups.push((Waiting::InDatabase, Some(s)));
+            continue;
+        }
+        setups.push((Waiting::Poll, Some(s)));
+        if notify {
             setups.push((Waiting::Notify, Some(s)));
         }
     }
@@ -195,7 +213,14 @@ pub(crate) async fn contended(
             let mut locks = Vec::with_capacity(workers);
             for w in 0..workers {
                 locks.push(match &lockers[i] {
-                    Some(ls) => ContendedLock::Library(ls[w].clone()),
+                    Some(ls) => ContendedLock::Library(
+                        ls[w].clone(),
+                        if waiting == Waiting::InDatabase {
+                            FOR_UPDATE_GRACE
+                        } else {
+                            Duration::ZERO
+                        },
+                    ),
                     None => {
                         ContendedLock::Native(NativeConn::acquire(db).await.map_err(db_failure)?)
                     }

@@ -23,6 +23,21 @@ const WATCHDOG_WINDOW: Duration = Duration::from_millis(3_500);
 /// Tasks that take or give back the watchdog part's leases at once.
 const WATCHDOG_TASKS: usize = 8;
 
+/// Tasks that take or give back leases at once on SQLite. A SQLite database has one
+/// writer at a time: more tasks only queue in its busy handler, which sleeps in steps
+/// of up to 100 ms and makes taking 10,000 leases several times slower than one
+/// task does.
+const SQLITE_TASKS: usize = 1;
+
+/// How many tasks take or give back many leases at once on `dialect`.
+fn tasks(dialect: Dialect) -> usize {
+    if dialect == Dialect::Sqlite {
+        SQLITE_TASKS
+    } else {
+        WATCHDOG_TASKS
+    }
+}
+
 /// Rows in the small table of the scale part.
 const SMALL_ROWS: u64 = 1_000;
 
@@ -32,7 +47,7 @@ const FILL_CHUNK: u64 = 100_000;
 /// Takes `keys` on one handle with a few tasks at once.
 async fn take_all(locker: &Locker, keys: Vec<String>) -> Result<Vec<LockGuard>, Failure> {
     let mut set = JoinSet::new();
-    let per = keys.len().div_ceil(WATCHDOG_TASKS).max(1);
+    let per = keys.len().div_ceil(tasks(locker.dialect())).max(1);
     for chunk in keys.chunks(per) {
         let (locker, chunk) = (locker.clone(), chunk.to_vec());
         set.spawn(async move {
@@ -54,8 +69,8 @@ async fn take_all(locker: &Locker, keys: Vec<String>) -> Result<Vec<LockGuard>, 
 }
 
 /// Gives `guards` back with a few tasks at once.
-async fn give_all(guards: Vec<LockGuard>) -> Result<(), Failure> {
-    let per = guards.len().div_ceil(WATCHDOG_TASKS).max(1);
+async fn give_all(dialect: Dialect, guards: Vec<LockGuard>) -> Result<(), Failure> {
+    let per = guards.len().div_ceil(tasks(dialect)).max(1);
     let mut set = JoinSet::new();
     let mut guards = guards;
     while !guards.is_empty() {
@@ -98,7 +113,7 @@ pub(crate) async fn watchdog(
     let (s1, c1) = (locker.watchdog_stats(), count::snapshot());
     let client = c1.since(&c0);
     progress.note("watchdog: releasing");
-    give_all(guards).await?;
+    give_all(locker.dialect(), guards).await?;
     Ok(WatchdogRun {
         leases: u64::from(leases),
         ticks: s1.ticks - s0.ticks,
@@ -153,12 +168,14 @@ async fn scale_in(
     progress.note(&format!("scale: filling {SMALL_ROWS} rows"));
     fill(db, small.table(), 1, SMALL_ROWS)
         .await
-        .map_err(db_failure)?;
+        .map_err(|e| fill_failure(db.dialect(), e))?;
     let mut from = 1;
     while from <= rows {
         let to = (from + FILL_CHUNK - 1).min(rows);
         progress.note(&format!("scale: filling rows {from}..{to} of {rows}"));
-        fill(db, big.table(), from, to).await.map_err(db_failure)?;
+        fill(db, big.table(), from, to)
+            .await
+            .map_err(|e| fill_failure(db.dialect(), e))?;
         from = to + 1;
     }
     for t in [small.table(), big.table()] {
@@ -240,6 +257,17 @@ async fn fill(db: &DbPool, table: &TableName, from: u64, to: u64) -> Result<u64,
         ),
     };
     super::exec(db, sql).await
+}
+
+/// A failed fill, with a hint where MySQL lacks what the fill uses on MariaDB.
+fn fill_failure(dialect: Dialect, e: sqlx::Error) -> Failure {
+    match dialect {
+        Dialect::MySql => Failure::Other(format!(
+            "cannot fill the scale part's table: {e}\nhint: the fill uses MariaDB's SEQUENCE \
+             engine (seq_1_to_N); on other servers leave out --scale-rows"
+        )),
+        _ => db_failure(e),
+    }
 }
 
 fn analyze(dialect: Dialect, table: &TableName) -> String {

@@ -97,6 +97,8 @@ pub(crate) enum Waiting {
     Poll,
     /// The library, polling at `--poll` and woken by the release (PostgreSQL).
     Notify,
+    /// The library's for-update strategy, whose waiters wait in the database.
+    InDatabase,
     /// The server's native lock, blocking in the server.
     NativeBlocking,
 }
@@ -106,6 +108,7 @@ impl Waiting {
         match self {
             Self::Poll => "library, polling",
             Self::Notify => "library, notify",
+            Self::InDatabase => "library, in database",
             Self::NativeBlocking => "native, blocking",
         }
     }

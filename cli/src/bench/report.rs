@@ -258,7 +258,7 @@ fn tables(r: &Report, targets: &[Target], args: &BenchArgs) -> String {
         );
         let _ = writeln!(
             o,
-            "{:<12} {:<18} {:>9} {:>14} {:>14} {:>16} {:>15}",
+            "{:<12} {:<21} {:>9} {:>14} {:>14} {:>16} {:>15}",
             "strategy",
             "waiting",
             "grants/s",
@@ -271,7 +271,7 @@ fn tables(r: &Report, targets: &[Target], args: &BenchArgs) -> String {
             let mut h = c.handoff.clone();
             let _ = writeln!(
                 o,
-                "{:<12} {:<18} {:>9.1} {:>14.3} {:>14.3} {:>16.2} {:>15.2}",
+                "{:<12} {:<21} {:>9.1} {:>14.3} {:>14.3} {:>16.2} {:>15.2}",
                 c.strategy,
                 c.waiting.name(),
                 per_sec(c),

@@ -25,16 +25,50 @@ fn colour(v: Variant) -> &'static str {
     }
 }
 
-/// A round upper bound for the y axis, and its tick step.
-fn axis(max: f64) -> (f64, f64) {
+/// The 1-2-5 steps of a logarithmic axis: 1, 2, 5, 10, 20, 50, ...
+fn steps(lo: f64, hi: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut decade = 10f64.powf(lo.max(1e-9).log10().floor());
+    while decade <= hi {
+        for m in [1.0, 2.0, 5.0] {
+            let v = m * decade;
+            if v >= lo && v <= hi {
+                out.push(v);
+            }
+        }
+        decade *= 10.0;
+    }
+    out
+}
+
+/// The y axis's range, on 1-2-5 steps around the figures. The axis is logarithmic:
+/// the baselines (native locks, Redis) run several times faster than row locks, and
+/// on a linear axis the library's lines would lie flat on each other at the bottom.
+fn axis(min: f64, max: f64) -> (f64, f64) {
     let max = max.max(1.0);
-    let magnitude = 10f64.powf(max.log10().floor());
-    let step = [0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0]
-        .iter()
-        .map(|m| m * magnitude)
-        .find(|s| max / s <= 8.0)
-        .unwrap_or(magnitude);
-    ((max / step).ceil() * step, step)
+    let min = min.clamp(1.0, max);
+    let below = |v: f64| {
+        let d = 10f64.powf(v.log10().floor());
+        [5.0, 2.0, 1.0]
+            .iter()
+            .map(|m| m * d)
+            .find(|s| *s <= v)
+            .unwrap_or(d)
+    };
+    let above = |v: f64| {
+        let d = 10f64.powf(v.log10().floor());
+        [1.0, 2.0, 5.0, 10.0]
+            .iter()
+            .map(|m| m * d)
+            .find(|s| *s >= v)
+            .unwrap_or(10.0 * d)
+    };
+    let (lo, hi) = (below(min), above(max));
+    if hi > lo {
+        (lo, hi)
+    } else {
+        (lo, lo * 2.0)
+    }
 }
 
 fn escape(s: &str) -> String {
@@ -59,7 +93,13 @@ pub(crate) fn chart(r: &Report) -> String {
         .iter()
         .map(|m| m.per_sec())
         .fold(0.0, f64::max);
-    let (ymax, step) = axis(max * 1.05);
+    let min = r
+        .uncontended
+        .iter()
+        .map(|m| m.per_sec())
+        .filter(|v| *v > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let (ylo, yhi) = axis(min, max);
     let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
     let x = |i: usize| {
         if workers.len() <= 1 {
@@ -68,7 +108,8 @@ pub(crate) fn chart(r: &Report) -> String {
             LEFT + pw * i as f64 / (workers.len() - 1) as f64
         }
     };
-    let y = |v: f64| TOP + ph * (1.0 - v / ymax);
+    let span = yhi.log10() - ylo.log10();
+    let y = |v: f64| TOP + ph * (1.0 - (v.max(ylo).log10() - ylo.log10()) / span);
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -84,8 +125,7 @@ pub(crate) fn chart(r: &Report) -> String {
         ))
     );
     // Grid and y labels.
-    let mut v = 0.0;
-    while v <= ymax + step / 2.0 {
+    for v in steps(ylo, yhi) {
         let yy = y(v);
         let _ = writeln!(
             o,
@@ -94,7 +134,6 @@ pub(crate) fn chart(r: &Report) -> String {
             LEFT - 6.0,
             yy + 4.0
         );
-        v += step;
     }
     for (i, w) in workers.iter().enumerate() {
         let _ = writeln!(
@@ -112,7 +151,7 @@ pub(crate) fn chart(r: &Report) -> String {
     );
     let _ = writeln!(
         o,
-        r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">acquire+release / s</text>"#,
+        r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">acquire+release / s (log scale)</text>"#,
         TOP + ph / 2.0,
         TOP + ph / 2.0
     );
@@ -172,10 +211,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn axis_is_round() {
-        assert_eq!(axis(2_345.0), (2_500.0, 500.0));
-        assert_eq!(axis(14_000.0), (14_000.0, 2_000.0));
-        let (top, step) = axis(0.0);
-        assert!(top >= 1.0 && step > 0.0);
+    fn axis_is_on_1_2_5_steps() {
+        assert_eq!(axis(1_234.0, 14_000.0), (1_000.0, 20_000.0));
+        assert_eq!(axis(450.0, 2_100.0), (200.0, 5_000.0));
+        assert_eq!(axis(0.0, 0.0), (1.0, 2.0));
+        assert_eq!(
+            steps(200.0, 5_000.0),
+            [200.0, 500.0, 1_000.0, 2_000.0, 5_000.0]
+        );
     }
 }
