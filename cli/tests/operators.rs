@@ -25,10 +25,24 @@ fn keys(locks: &[serde_json::Value]) -> Vec<&str> {
     locks.iter().map(|l| l["key"].as_str().unwrap()).collect()
 }
 
-/// Starts a holder of `k` whose command writes its pid, and waits until it holds.
+/// Starts a holder of `k` whose command writes its pid and sleeps, and waits until it
+/// holds.
 fn hold(b: &Backend, strategy: &str, ttl: &str, k: &str) -> (std::process::Child, u32, String) {
+    hold_running(b, strategy, ttl, k, "", "exec sleep 30")
+}
+
+/// As [`hold`], with the command's shell `setup` run before it writes its pid and
+/// `body` after.
+fn hold_running(
+    b: &Backend,
+    strategy: &str,
+    ttl: &str,
+    k: &str,
+    setup: &str,
+    body: &str,
+) -> (std::process::Child, u32, String) {
     let pid_file = b.path(&format!("{k}.pid"));
-    let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
+    let script = format!("{setup} echo $$ > {}; {body}", pid_file.display());
     let log = format!("{k}-holder");
     let holder = b.spawn(
         &log,
@@ -131,19 +145,14 @@ fn list_and_release_force() {
 fn a_command_deaf_to_sigterm_is_killed_after_the_grace() {
     in_parallel(backends("cli_deaf"), |b| {
         let k = key("deaf");
-        let pid_file = b.path("deaf.pid");
-        let script = format!(
-            "trap '' TERM; echo $$ > {}; while :; do sleep 0.1; done",
-            pid_file.display()
+        let (mut holder, child, log) = hold_running(
+            &b,
+            "lease",
+            "3s",
+            &k,
+            "trap '' TERM;",
+            "while :; do sleep 0.1; done",
         );
-        let mut holder = b.spawn(
-            "deaf-holder",
-            &["run", "--ttl", "3s", &k, "--", "sh", "-c", &script],
-        );
-        let child: u32 = wait_for_line(&pid_file, Duration::from_secs(10))
-            .trim()
-            .parse()
-            .expect("a pid");
         let o = b.sqlock(&["release", "--force", &k]);
         assert_eq!(o.status.code(), Some(0), "{}: {}", b.name, stderr(&o));
         assert_eq!(
@@ -151,7 +160,7 @@ fn a_command_deaf_to_sigterm_is_killed_after_the_grace() {
             76,
             "{}: {}",
             b.name,
-            b.log("deaf-holder")
+            b.log(&log)
         );
         assert!(
             !alive(child),
