@@ -86,7 +86,7 @@ pub enum Error {
         /// The lock's key.
         key: String,
         /// Why it was lost.
-        reason: crate::LostReason,
+        reason: crate::lost::LostReason,
     },
 
     /// Occurs when no pooled connection could be had in time: the pool is exhausted,
@@ -97,6 +97,21 @@ pub enum Error {
          number of simultaneous holders, or give the locks a pool of their own)"
     )]
     PoolExhausted,
+
+    /// Occurs when the row of a lock stays locked by another transaction for longer than
+    /// the call waits: a for-update lock holds its key's row (and, on PostgreSQL, the
+    /// key's advisory lock) until its transaction ends, and an operator's
+    /// [`force_release`](crate::Locker::force_release) does not wait for that. A
+    /// for-update lock ends when its transaction does: commit or roll it back, or end
+    /// the holder's session.
+    #[error(
+        "the row of lock {key:?} is locked by another transaction (a for-update lock, or a \
+         fenced write), which must end first"
+    )]
+    RowLocked {
+        /// The lock's key.
+        key: String,
+    },
 
     /// Occurs when the lock table does not exist in the database.
     #[error(
@@ -114,10 +129,64 @@ pub enum Error {
         source: sqlx::Error,
     },
 
-    /// Occurs when the server lacks something sqlock needs, such as MySQL without
-    /// `RETURNING` (sqlock's `mysql` feature needs MariaDB 10.5 or later).
-    #[error("unsupported database server: {0}")]
-    Unsupported(String),
+    /// Occurs when a strategy is asked of a database that cannot hold it: the
+    /// for-update strategy on SQLite, which has no row locks. Reported before any SQL
+    /// is sent.
+    #[error(
+        "the {strategy} strategy needs row locks, which {dialect} does not have: use the \
+         lease or insert strategy there"
+    )]
+    StrategyUnsupported {
+        /// The strategy's name.
+        strategy: &'static str,
+        /// The database's dialect name.
+        dialect: &'static str,
+    },
+
+    /// Occurs when the for-update strategy is asked of a node of a Galera cluster:
+    /// `SELECT ... FOR UPDATE` locks the row on that node only, so holders on two nodes
+    /// would both get it. The lease and insert strategies work there.
+    #[error(
+        "the for-update strategy cannot lock on a Galera cluster (this server is one of \
+         {nodes} nodes): SELECT ... FOR UPDATE locks the row on this node only, so holders \
+         on two nodes both get it and one learns of the other only when its COMMIT fails; \
+         use the lease strategy (or insert), whose acquisitions are writes that \
+         certification orders across the cluster"
+    )]
+    GaleraCluster {
+        /// How many nodes the cluster has.
+        nodes: i64,
+    },
+
+    /// Occurs when a MySQL-protocol server rejects sqlock's SQL because it is not
+    /// MariaDB: MySQL has neither `INSERT ... RETURNING` nor sequences, and the `mysql`
+    /// feature needs MariaDB 10.5 or later.
+    #[error("the server rejected sqlock's SQL: the mysql feature needs MariaDB 10.5 or later")]
+    NotMariaDb {
+        /// The server's own error.
+        #[source]
+        source: sqlx::Error,
+    },
+
+    /// Occurs when [`LockerBuilder::build`](crate::LockerBuilder::build) is given a
+    /// setting the database cannot honour: `notify_waiters` and `transaction_pooling`
+    /// are for PostgreSQL only.
+    #[error("{setting} is for PostgreSQL only, and this pool is {dialect}")]
+    SettingUnsupported {
+        /// The setting, as the builder names it.
+        setting: &'static str,
+        /// The pool's dialect name.
+        dialect: &'static str,
+    },
+
+    /// Occurs when [`LockGuard::fence`](crate::LockGuard::fence) is called where it does
+    /// not apply: on a connection of another dialect than the lock's, or for a
+    /// for-update lock, whose own transaction is fenced already.
+    #[error("a fence check runs on a {dialect} connection, for a lease or insert lock")]
+    FenceNotApplicable {
+        /// The lock's dialect name.
+        dialect: &'static str,
+    },
 
     /// Occurs when [`LockerBuilder::build`](crate::LockerBuilder::build) is given
     /// settings that cannot work together.
@@ -139,6 +208,9 @@ pub(crate) enum Class {
     /// Another transaction was in the way (deadlock, serialization failure, lock wait
     /// timeout, SQLite busy): the statement was rolled back and may be retried.
     Contention,
+    /// The key is held by a lock of another strategy: a definite "busy", not worth an
+    /// immediate retry.
+    Held,
     /// The lock table is missing.
     MissingTable,
     /// The server does not understand sqlock's SQL (MySQL rather than MariaDB).

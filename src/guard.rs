@@ -6,13 +6,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::dialect::Grant;
-use crate::error::Result;
-use crate::for_update::{DbTransaction, TxHold};
-use crate::locker::Inner;
+use crate::error::{Error, Result};
+use crate::lost::LostSignal;
 use crate::sql::Args;
+use crate::strategy::held_transaction::LentTransaction;
+use crate::strategy::Hold;
+use crate::strategy_name::Strategy;
+use crate::table::LockTable;
 use crate::validate;
-use crate::watchdog::{LostReason, LostSignal};
 
 /// A held lock.
 ///
@@ -27,79 +28,81 @@ use crate::watchdog::{LostReason, LostSignal};
 ///
 /// # Dropping a guard
 ///
-/// Dropping a guard that was not released gives the lock back **in the background**:
-/// the release statement is spawned on the current tokio runtime and the drop never
-/// blocks. So the lock may still look held for a moment after the drop. Without a
-/// runtime (a drop outside of tokio) nothing is sent and the lease lapses at its
-/// expiry. Call [`release`](Self::release) to know when, and whether, it happened.
+/// Dropping a guard that was not released gives the lock back **in the background**,
+/// and never blocks or panics:
+///
+/// - a lease or insert lock: renewal stops at once, and the release statement is
+///   spawned on the current tokio runtime, or, when the drop happens outside of one,
+///   on the runtime the lock was acquired on. The lock may still look held for a
+///   moment after the drop. If that runtime has shut down, nothing is sent and the
+///   lease lapses at its expiry.
+/// - a for-update lock: its transaction is **rolled back** (with every write the holder
+///   made in it), as sqlx does with a dropped transaction, when the connection goes
+///   back to the pool; outside of a runtime that happens on the runtime the lock was
+///   acquired on, and if that one has shut down, the connection is closed, which ends
+///   the transaction on the server as well.
+///
+/// Call [`release`](Self::release) to know when, and whether, it happened. For a
+/// for-update lock, `release` and [`commit`](Self::commit) commit the holder's writes,
+/// and [`rollback`](Self::rollback) discards them.
 #[derive(Debug)]
 #[must_use = "if unused the lock is released again at once (in the background)"]
 pub struct LockGuard {
-    inner: Arc<Inner>,
-    args: Args,
-    expires_at: DateTime<Utc>,
-    hold_count: u32,
+    pub(crate) table: Arc<LockTable>,
+    pub(crate) args: Args,
     lost: LostSignal,
-    /// The watchdog registration of a lease.
-    registration: u64,
-    /// The transaction of a for-update lock; `None` for leases.
-    tx: Option<Arc<TxHold>>,
+    /// What the strategy holds: a lease registration or a transaction.
+    pub(crate) hold: Hold,
     /// Set once the lock was given back, so that Drop does not do it again.
     released: bool,
+    /// The runtime the lock was acquired on, for a drop outside of any runtime.
+    runtime: tokio::runtime::Handle,
 }
 
 impl LockGuard {
-    pub(crate) fn new(
-        inner: Arc<Inner>,
-        args: Args,
-        grant: Grant,
-        (lost, registration): (LostSignal, u64),
-    ) -> Self {
+    pub(crate) fn new(table: Arc<LockTable>, args: Args, hold: Hold, lost: LostSignal) -> Self {
         Self {
-            inner,
+            table,
             args,
-            expires_at: micros_to_utc(grant.expires_us),
-            hold_count: u32::try_from(grant.hold_count).unwrap_or(0),
             lost,
-            registration,
-            tx: None,
+            hold,
             released: false,
-        }
-    }
-
-    pub(crate) fn new_tx(
-        inner: Arc<Inner>,
-        args: Args,
-        hold: Arc<TxHold>,
-        lost: LostSignal,
-    ) -> Self {
-        Self {
-            inner,
-            args,
-            expires_at: DateTime::<Utc>::MAX_UTC,
-            hold_count: 1,
-            lost,
-            registration: 0,
-            tx: Some(hold),
-            released: false,
+            runtime: tokio::runtime::Handle::current(),
         }
     }
 
     /// The open transaction of a for-update lock, to run the holder's own statements
-    /// in; `None` for the other strategies, and once the lock has ended.
+    /// in; `None` for the other strategies, and once the lock has ended (or was found
+    /// lost).
     ///
     /// Statements run here commit atomically with the end of the lock
-    /// ([`commit`](Self::commit)) or are rolled back with it. While the returned guard
-    /// is held, the keepalive waits.
+    /// ([`commit`](Self::commit)) or are rolled back with it. While the returned loan
+    /// is held, the keepalive waits; when it is dropped the lock checks at once that
+    /// its transaction is still open (see [`LentTransaction`]), and the
+    /// [lost signal](Self::lost) fires if a statement of yours ended it.
+    ///
+    /// The transaction is the connection's as the pool made it: no setting the lock
+    /// used while it was being taken (PostgreSQL's `lock_timeout`) is in force.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only waits for the transaction's mutex.
-    pub async fn transaction(&self) -> Option<tokio::sync::MappedMutexGuard<'_, DbTransaction>> {
-        match &self.tx {
-            Some(hold) => hold.transaction().await,
-            None => None,
-        }
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(guard: sqlock::LockGuard) -> Result<(), Box<dyn std::error::Error>> {
+    /// if let Some(mut tx) = guard.transaction().await {
+    ///     if let Some(pg) = tx.as_postgres_mut() {
+    ///         sqlx::query("UPDATE jobs SET done = TRUE WHERE id = 7").execute(&mut **pg).await?;
+    ///     }
+    /// } // the loan ends here: the lock checks that its transaction is still open
+    /// guard.commit().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn transaction(&self) -> Option<LentTransaction<'_>> {
+        self.hold.transaction().await
     }
 
     /// Ends the lock, committing the for-update lock's transaction with the holder's
@@ -107,18 +110,39 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::LockLost`](crate::Error::LockLost) when the lock was no longer held
+    /// [`Error::LockLost`](Error::LockLost) when the lock was no longer held
     /// (for a for-update lock: its connection had ended, and nothing was committed);
     /// database errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped the commit may or may not have happened; a for-update
+    /// lock's transaction that was not committed is rolled back when its connection goes
+    /// back to the pool, and a lease lapses at its expiry at the latest.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(guard: sqlock::LockGuard) -> Result<(), sqlock::Error> {
+    /// // ... writes in guard.transaction() ...
+    /// match guard.commit().await {
+    ///     Ok(()) => println!("the writes and the end of the lock committed together"),
+    ///     Err(sqlock::Error::LockLost { reason, .. }) => eprintln!("nothing committed: {reason}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn commit(self) -> Result<()> {
         let key = self.args.key.clone();
-        let reason = match &self.tx {
-            Some(_) => LostReason::ConnectionLost,
-            None => LostReason::NotHeld,
-        };
+        let lost = self.lost.clone();
+        let default = self.hold.default_loss();
         match self.release().await? {
             true => Ok(()),
-            false => Err(crate::Error::LockLost { key, reason }),
+            false => Err(Error::LockLost {
+                key,
+                reason: lost.reason().unwrap_or(default),
+            }),
         }
     }
 
@@ -129,14 +153,24 @@ impl LockGuard {
     /// # Errors
     ///
     /// Database errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped the rollback may or may not have been sent; a transaction
+    /// that was not rolled back is rolled back when its connection goes back to the pool.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(guard: sqlock::LockGuard) -> Result<(), sqlock::Error> {
+    /// // ... writes in guard.transaction() that turned out wrong ...
+    /// guard.rollback().await?; // the writes are discarded, and the lock ends
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn rollback(mut self) -> Result<()> {
-        match self.tx.take() {
-            Some(hold) => {
-                self.released = true;
-                hold.rollback().await
-            }
-            None => self.release().await.map(drop),
-        }
+        self.released = true;
+        self.hold.rollback(&self.table, &self.args).await
     }
     /// The signal that fires when this lock is lost: a renewal found it no longer
     /// ours (released by force, taken after it lapsed), renewals failed until it may
@@ -162,74 +196,6 @@ impl LockGuard {
         self.lost.clone()
     }
 
-    /// Checks, inside the holder's own transaction on `conn`, that this lock is still
-    /// held (same owner, same token, unexpired on the database clock), and keeps it so
-    /// until that transaction ends: put it first in a transaction whose writes must
-    /// only happen under the lock. A takeover waits for the transaction (PostgreSQL
-    /// `FOR SHARE`, MariaDB `LOCK IN SHARE MODE`; on SQLite a takeover that commits
-    /// first makes the transaction's write fail), so a holder that was paused past its
-    /// lease cannot write after losing it.
-    ///
-    /// Keep a fenced transaction short, well under the renewal period: its shared row
-    /// lock also holds up the renewal of this lease, and of every lease the watchdog
-    /// renews in the same statement, until it ends.
-    ///
-    /// `conn` is a connection of the same database as the lock table, of the lock's
-    /// dialect: `&mut *tx` for a `sqlx::Transaction`. Not for for-update locks, whose
-    /// own transaction ([`transaction`](Self::transaction)) is fenced already.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LockLost`](crate::Error::LockLost) when the lock is no longer held;
-    /// [`Error::Unsupported`](crate::Error::Unsupported) for a connection of another
-    /// dialect or a for-update lock; database errors.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(pool: sqlx::PgPool, guard: sqlock::LockGuard) -> Result<(), Box<dyn std::error::Error>> {
-    /// let mut tx = pool.begin().await?;
-    /// guard.fence(&mut *tx).await?; // fails, and nothing is written, if the lock was lost
-    /// sqlx::query("UPDATE ledger SET balance = balance + 10 WHERE id = 1")
-    ///     .execute(&mut *tx)
-    ///     .await?;
-    /// tx.commit().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// Without a call, the same check can be written into the statement itself, with
-    /// the key, owner and token bound: `... WHERE EXISTS (SELECT 1 FROM sqlock_locks
-    /// WHERE lock_key = $1 AND lock_owner = $2 AND fencing_token = $3 AND locked AND
-    /// expires_at > clock_timestamp() FOR SHARE)`.
-    pub async fn fence<C: crate::FenceConnection>(&self, conn: &mut C) -> Result<()> {
-        if self.tx.is_some() || C::dialect() != self.inner.db.dialect() {
-            return Err(crate::Error::Unsupported(format!(
-                "a fence check runs on a {} connection, for a lease or insert lock",
-                self.inner.db.dialect()
-            )));
-        }
-        let fence = &self.inner.stmts.fence;
-        // Unnamed behind a transaction-pooling proxy, like every statement of the handle.
-        let held = conn
-            .check(
-                fence.text(),
-                &self.args.key,
-                &self.args.owner,
-                self.args.token,
-                !fence.is_pinned(),
-            )
-            .await?;
-        if held {
-            Ok(())
-        } else {
-            Err(crate::Error::LockLost {
-                key: self.args.key.clone(),
-                reason: LostReason::NotHeld,
-            })
-        }
-    }
-
     /// Whether the lock was found lost. Cheap: sends nothing.
     pub fn is_lost(&self) -> bool {
         self.lost.is_lost()
@@ -241,13 +207,13 @@ impl LockGuard {
     }
 
     /// How the lock is held in the table.
-    pub fn strategy(&self) -> crate::Strategy {
-        self.args.strategy
+    pub fn strategy(&self) -> Strategy {
+        self.args.strategy.parse().unwrap_or_default()
     }
 
     /// The owner id of the handle that holds the lock.
     pub fn owner(&self) -> Uuid {
-        self.inner.owner
+        self.table.owner
     }
 
     /// The fencing token of this grant.
@@ -264,28 +230,28 @@ impl LockGuard {
     /// When the lease expires unless extended, on the database clock, as last reported
     /// by the database (at acquisition or at the last [`extend`](Self::extend)).
     pub fn expires_at(&self) -> DateTime<Utc> {
-        self.expires_at
+        self.hold.expires_at()
     }
 
     /// How many holds this handle had on the key right after this acquisition: 1 for
     /// a first acquisition, more for a reentrant one.
     pub fn hold_count(&self) -> u32 {
-        self.hold_count
+        self.hold.hold_count()
     }
 
-    /// Pushes the expiry to `ttl` from now on the database clock. Returns `false`, and
-    /// changes nothing, when the lock is no longer ours: it expired, was released, or
-    /// was taken by another owner.
+    /// Pushes the expiry to at least `ttl` from now on the database clock. Returns
+    /// `false`, and changes nothing, when the lock is no longer ours: it expired, was
+    /// released, or was taken by another owner.
     ///
-    /// The new expiry replaces the old one, and the lost signal counts from it. While
-    /// the watchdog renews the lease, its next renewal sets the expiry to the lease's
-    /// own TTL from then again: extend leases that are not renewed
-    /// ([`LockRequest::auto_renew`](crate::LockRequest::auto_renew)).
+    /// An extension never shortens a lease: an expiry already later stays. Renewals by
+    /// the watchdog keep the longer expiry too (they renew to at least the lease's own
+    /// TTL from then), and the [lost signal](Self::lost) counts to it: it fires no later
+    /// than the moment another owner could be granted the key.
     ///
     /// # Errors
     ///
-    /// [`Error::TtlTooShort`](crate::Error::TtlTooShort) or
-    /// [`Error::TtlTooLong`](crate::Error::TtlTooLong) before any SQL is sent; database
+    /// [`Error::TtlTooShort`](Error::TtlTooShort) or
+    /// [`Error::TtlTooLong`](Error::TtlTooLong) before any SQL is sent; database
     /// errors.
     ///
     /// # Cancel safety
@@ -293,23 +259,23 @@ impl LockGuard {
     /// If the future is dropped the extension may or may not have happened;
     /// [`expires_at`](Self::expires_at) then still shows the earlier expiry, which is
     /// the safe side.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(mut guard: sqlock::LockGuard) -> Result<(), sqlock::Error> {
+    /// use std::time::Duration;
+    ///
+    /// if !guard.extend(Duration::from_secs(120)).await? {
+    ///     eprintln!("the lock was lost before it could be extended");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn extend(&mut self, ttl: Duration) -> Result<bool> {
         let mut args = self.args.clone();
         args.ttl_us = validate::ttl(ttl)?;
-        if self.tx.is_some() {
-            // A for-update lock has no expiry; it lasts while its transaction does.
-            return Ok(!self.is_lost());
-        }
-        let sent = tokio::time::Instant::now();
-        match self.inner.extend(&args).await? {
-            Some(expires_us) => {
-                self.expires_at = micros_to_utc(expires_us);
-                let ttl = Duration::from_micros(u64::try_from(args.ttl_us).unwrap_or(0));
-                (self.inner.watchdog).extended(&self.args.key, self.registration, sent, ttl);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        self.hold.extend(&self.table, &args, &self.lost).await
     }
 
     /// Gives back this hold and tells whether the lock was still ours (same owner, same
@@ -325,16 +291,23 @@ impl LockGuard {
     ///
     /// If the future is dropped the release may or may not have happened; nothing is
     /// retried in the background, and the lease lapses at its expiry at the latest.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// let guard = locker.acquire("nightly-report").await?;
+    /// // ... the work ...
+    /// if !guard.release().await? {
+    ///     eprintln!("the lock had been lost: check the work's fencing token");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn release(mut self) -> Result<bool> {
         self.released = true;
-        if let Some(hold) = self.tx.take() {
-            return hold.commit().await;
-        }
-        // Renewal of this hold stops before the release is sent.
-        self.inner
-            .watchdog
-            .unregister(&self.args.key, self.registration);
-        self.inner.release(&self.args).await
+        // A lease's renewal stops before the release is sent.
+        self.hold.release(&self.table, &self.args).await
     }
 }
 
@@ -344,31 +317,12 @@ impl Drop for LockGuard {
         if self.released {
             return;
         }
-        if let Some(hold) = self.tx.take() {
-            // sqlx rolls the transaction back as its connection returns to the pool.
-            hold.abandon();
-            return;
-        }
-        // Renewal of this hold stops now, whatever happens to the release.
-        self.inner
-            .watchdog
-            .unregister(&self.args.key, self.registration);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(key = %self.args.key, "guard dropped outside a tokio runtime; the lease lapses at its expiry");
-            return;
-        };
-        let inner = self.inner.clone();
+        // Outside of any runtime, the one the lock was taken on does the work: sqlx
+        // spawns a dropped connection's return to its pool, and would panic without.
+        let runtime =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+        let _entered = runtime.enter();
         let args = std::mem::take(&mut self.args);
-        runtime.spawn(async move {
-            if let Err(e) = inner.release(&args).await {
-                tracing::warn!(key = %args.key, error = %e,
-                    "releasing a dropped guard failed; the lease lapses at its expiry");
-            }
-        });
+        self.hold.end_in_background(&self.table, args);
     }
-}
-
-/// Microseconds since the Unix epoch, as the SQL reports times.
-pub(crate) fn micros_to_utc(us: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_micros(us).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }

@@ -33,7 +33,7 @@
 //! - `sqlite` (default): SQLite through sqlx's bundled library.
 //! - `postgres`: PostgreSQL 12 or later.
 //! - `mysql`: MariaDB 10.5 or later. (MySQL has neither `INSERT ... RETURNING` nor
-//!   sequences; sqlock reports [`Error::Unsupported`] there.)
+//!   sequences; sqlock reports [`Error::NotMariaDb`] there.)
 //!
 //! # Poolers and clusters
 //!
@@ -63,38 +63,55 @@
 #[cfg(not(any(feature = "postgres", feature = "mysql", feature = "sqlite")))]
 compile_error!("sqlock needs at least one of the features `postgres`, `mysql`, `sqlite`");
 
-mod backoff;
-mod dialect;
-mod error;
-mod fence;
-mod for_update;
+// The public API: the handle, how it is built, its requests, guards and admin calls.
+mod admin;
+mod builder;
 mod guard;
 mod locker;
+mod request;
+
+// What the API is made of: the strategies and the keepers, over the lock table.
+mod strategy;
+mod strategy_name;
+mod sweeper;
+mod table;
+mod watchdog;
+
+// The database layer, which knows no strategy and no handle.
+mod dialect;
 #[cfg(feature = "postgres")]
 mod notify;
 mod schema;
-mod sql;
-mod strategy;
-mod sweeper;
-mod validate;
-mod watchdog;
 
+// Support.
+mod backoff;
+mod error;
+mod fence;
+mod lost;
+mod retry;
+mod sql;
+mod validate;
+
+pub use admin::{LockInfo, MAX_LISTED};
+pub use builder::{
+    LockerBuilder, DEFAULT_KEEPALIVE, DEFAULT_NOTIFY_POLL_MAX, DEFAULT_NOTIFY_POLL_MIN,
+    DEFAULT_POLL_MAX, DEFAULT_POLL_MIN, DEFAULT_TTL,
+};
 pub use dialect::{DbPool, Dialect};
 pub use error::{Error, Result};
 pub use fence::FenceConnection;
-pub use for_update::DbTransaction;
 pub use guard::LockGuard;
-pub use locker::{
-    LockInfo, LockRequest, Locker, LockerBuilder, DEFAULT_KEEPALIVE, DEFAULT_NOTIFY_POLL_MAX,
-    DEFAULT_NOTIFY_POLL_MIN, DEFAULT_POLL_MAX, DEFAULT_POLL_MIN, DEFAULT_TTL, MAX_LISTED,
-};
+pub use locker::Locker;
+pub use lost::{LostReason, LostSignal};
+pub use request::LockRequest;
 pub use schema::{migrate, schema, MIGRATIONS_TABLE};
-pub use strategy::{Strategy, UnknownStrategy};
+pub use strategy::held_transaction::{DbTransaction, LentTransaction};
+pub use strategy_name::{Strategy, UnknownStrategy};
 pub use sweeper::{SweepOptions, SweeperHandle, MAX_SWEEP_BATCH};
 pub use validate::{
     TableName, DEFAULT_TABLE, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
 };
-pub use watchdog::{LostReason, LostSignal, WatchdogStats};
+pub use watchdog::WatchdogStats;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(all(doctest, feature = "postgres", feature = "mysql", feature = "sqlite"))]

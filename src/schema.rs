@@ -85,6 +85,12 @@ pub fn schema(dialect: Dialect, table: &TableName) -> String {
 /// [`Error::Migrate`](crate::Error::Migrate) when a migration fails or the recorded
 /// history does not match the embedded files.
 ///
+/// # Cancel safety
+///
+/// If the future is dropped a migration may or may not have been applied; each runs in a
+/// transaction of its own where the server allows, and running `migrate` again finishes the
+/// job.
+///
 /// # Examples
 ///
 /// ```no_run

@@ -26,6 +26,7 @@ pub(crate) enum Param {
     Limit,
     Strategy,
     WaitUs,
+    Setting,
 }
 
 impl Param {
@@ -40,6 +41,7 @@ impl Param {
             "limit" => Self::Limit,
             "strategy" => Self::Strategy,
             "wait_us" => Self::WaitUs,
+            "setting" => Self::Setting,
             _ => return None,
         })
     }
@@ -75,8 +77,11 @@ pub(crate) struct Args {
     pub(crate) batch: String,
     pub(crate) grace_us: i64,
     pub(crate) limit: i64,
-    pub(crate) strategy: crate::Strategy,
+    /// The strategy's name, as recorded in the `lock_strategy` column.
+    pub(crate) strategy: &'static str,
     pub(crate) wait_us: i64,
+    /// A server setting's value to put back (the for-update grant's `lock_timeout`).
+    pub(crate) setting: String,
 }
 
 impl Statement {
@@ -195,8 +200,9 @@ impl Statement {
                 Param::Batch => query.bind(args.batch.as_str()),
                 Param::GraceUs => query.bind(args.grace_us),
                 Param::Limit => query.bind(args.limit),
-                Param::Strategy => query.bind(args.strategy.name()),
+                Param::Strategy => query.bind(args.strategy),
                 Param::WaitUs => query.bind(args.wait_us),
+                Param::Setting => query.bind(args.setting.as_str()),
             };
         }
         query

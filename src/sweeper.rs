@@ -4,8 +4,9 @@
 //! It deletes in bounded batches, oldest expiry first, and each delete checks expiry
 //! again on the row as it stands under the row lock, so a lease renewed or taken while
 //! a sweep ran is never deleted. Fencing tokens keep rising for a key whose row was
-//! swept. Three ways to run it: [`Locker::sweep`] once, [`Locker::spawn_sweeper`] in
-//! the background, and the command-line tool's `sweep` from cron.
+//! swept. Three ways to run it: [`Locker::sweep`](crate::Locker::sweep) once,
+//! [`Locker::spawn_sweeper`](crate::Locker::spawn_sweeper) in the background, and the
+//! command-line tool's `sweep` from cron.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,8 +16,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::locker::{retry_contention, Locker};
+use crate::retry::retry_contention;
 use crate::sql::Args;
+use crate::table::LockTable;
 use crate::validate::{MAX_TTL, MIN_TTL};
 
 /// The largest batch a sweep deletes in one statement.
@@ -60,7 +62,7 @@ impl SweepOptions {
         self
     }
 
-    fn args(&self) -> Result<Args> {
+    pub(crate) fn args(&self) -> Result<Args> {
         if self.grace > MAX_TTL {
             return Err(Error::TtlTooLong {
                 ttl: self.grace,
@@ -81,104 +83,70 @@ impl SweepOptions {
     }
 }
 
-impl Locker {
-    /// Reclaims every row of the lock table whose lease expired (and, with a grace,
-    /// expired long enough ago), batch by batch, and returns how many it deleted.
-    ///
-    /// Released leases count as expired: their rows go too. Held leases are never
-    /// touched, whoever holds them, and neither are the for-update strategy's rows,
-    /// which are reused by every lock of their key.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidBatch`] or [`Error::TtlTooLong`] (for the grace) before any SQL
-    /// is sent; database errors. Rows deleted by earlier batches stay deleted.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future stops between or during batches; a batch either deleted its
-    /// rows or did not.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
-    /// use std::time::Duration;
-    /// use sqlock::SweepOptions;
-    ///
-    /// let reclaimed = locker.sweep(SweepOptions::new().grace(Duration::from_secs(60))).await?;
-    /// println!("reclaimed {reclaimed} rows");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn sweep(&self, options: SweepOptions) -> Result<u64> {
-        let args = options.args()?;
-        let mut total = 0;
-        loop {
-            let inner = self.inner();
-            let deleted = match retry_contention(|| inner.db.sweep(&inner.stmts, &args)).await {
-                Ok(n) => n,
-                // Rows that stay locked (a long transaction) are left for the next sweep.
-                Err(e) if total > 0 => {
-                    tracing::warn!(error = %e, reclaimed = total, "sweep stopped early");
-                    return Ok(total);
-                }
-                Err(e) => return Err(e),
-            };
-            total += deleted;
-            if deleted < u64::from(options.batch) {
+/// Reclaims expired rows batch by batch; see [`Locker::sweep`](crate::Locker::sweep).
+pub(crate) async fn sweep(table: &LockTable, options: SweepOptions) -> Result<u64> {
+    let args = options.args()?;
+    let mut total = 0;
+    loop {
+        let deleted = match retry_contention(|| table.db.sweep(&table.stmts, &args)).await {
+            Ok(n) => n,
+            // Rows that stay locked (a long transaction) are left for the next sweep.
+            Err(e) if total > 0 => {
+                tracing::warn!(error = %e, reclaimed = total, "sweep stopped early");
                 return Ok(total);
             }
+            Err(e) => return Err(e),
+        };
+        total += deleted;
+        if deleted < u64::from(options.batch) {
+            return Ok(total);
         }
-    }
-
-    /// Runs [`sweep`](Self::sweep) every `every` in a background task, until the
-    /// returned handle is shut down or dropped. A failed sweep is logged and tried
-    /// again at the next interval.
-    ///
-    /// # Errors
-    ///
-    /// Bad options, as [`sweep`](Self::sweep), before the task starts; a zero
-    /// interval as [`Error::TtlTooShort`].
-    pub fn spawn_sweeper(&self, every: Duration, options: SweepOptions) -> Result<SweeperHandle> {
-        options.args()?;
-        if every < MIN_TTL {
-            return Err(Error::TtlTooShort {
-                ttl: every,
-                min: MIN_TTL,
-            });
-        }
-        let (stop, mut stopped) = watch::channel(false);
-        let swept = Arc::new(AtomicU64::new(0));
-        let locker = self.clone();
-        let counter = swept.clone();
-        let task = tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(every);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = stopped.wait_for(|s| *s) => return,
-                    _ = ticks.tick() => {}
-                }
-                tokio::select! {
-                    _ = stopped.wait_for(|s| *s) => return,
-                    result = locker.sweep(options) => match result {
-                        Ok(n) => {
-                            counter.fetch_add(n, Ordering::Relaxed);
-                            if n > 0 {
-                                tracing::debug!(rows = n, "sweeper reclaimed expired locks");
-                            }
-                        }
-                        Err(e) => tracing::warn!(error = %e, "sweep failed; trying again next interval"),
-                    },
-                }
-            }
-        });
-        Ok(SweeperHandle { stop, task, swept })
     }
 }
 
-/// A background sweeper started by [`Locker::spawn_sweeper`].
+/// Sweeps every `every` in a task; see [`Locker::spawn_sweeper`](crate::Locker::spawn_sweeper).
+pub(crate) fn spawn(
+    table: Arc<LockTable>,
+    every: Duration,
+    options: SweepOptions,
+) -> Result<SweeperHandle> {
+    options.args()?;
+    if every < MIN_TTL {
+        return Err(Error::TtlTooShort {
+            ttl: every,
+            min: MIN_TTL,
+        });
+    }
+    let (stop, mut stopped) = watch::channel(false);
+    let swept = Arc::new(AtomicU64::new(0));
+
+    let counter = swept.clone();
+    let task = tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stopped.wait_for(|s| *s) => return,
+                _ = ticks.tick() => {}
+            }
+            tokio::select! {
+                _ = stopped.wait_for(|s| *s) => return,
+                result = sweep(&table, options) => match result {
+                    Ok(n) => {
+                        counter.fetch_add(n, Ordering::Relaxed);
+                        if n > 0 {
+                            tracing::debug!(rows = n, "sweeper reclaimed expired locks");
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "sweep failed; trying again next interval"),
+                },
+            }
+        }
+    });
+    Ok(SweeperHandle { stop, task, swept })
+}
+
+/// A background sweeper started by [`Locker::spawn_sweeper`](crate::Locker::spawn_sweeper).
 ///
 /// Dropping the handle stops the sweeper too, at its next await point, without waiting.
 #[derive(Debug)]
@@ -197,6 +165,25 @@ impl SweeperHandle {
 
     /// Stops the sweeper and waits until it has stopped: a sweep in flight is
     /// abandoned between statements. Returns the rows reclaimed in all.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the sweeper is told to stop before the first await; dropping the future
+    /// only stops waiting for it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// use std::time::Duration;
+    /// use sqlock::SweepOptions;
+    ///
+    /// let sweeper = locker.spawn_sweeper(Duration::from_secs(300), SweepOptions::new())?;
+    /// // ... the application runs ...
+    /// println!("reclaimed {} rows", sweeper.shutdown().await);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn shutdown(mut self) -> u64 {
         self.stop.send_replace(true);
         let _ = (&mut self.task).await;

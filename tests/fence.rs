@@ -151,7 +151,7 @@ async fn fence_refuses_another_dialects_connection() -> anyhow::Result<()> {
     };
     let mut conn = pool.acquire().await?;
     let e = g.fence(&mut *conn).await.expect_err("wrong dialect");
-    assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+    assert!(matches!(e, Error::FenceNotApplicable { .. }), "{e:?}");
     assert!(g.release().await?);
     Ok(())
 }

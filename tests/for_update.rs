@@ -74,7 +74,7 @@ async fn sqlite_refuses_it_before_any_sql() -> anyhow::Result<()> {
             .strategy(Strategy::ForUpdate)
             .build()
             .expect_err("sqlite");
-        assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+        assert!(matches!(e, Error::StrategyUnsupported { .. }), "{e:?}");
         assert!(e.to_string().contains("lease or insert"), "{e}");
         let lease = Locker::new(pool)?;
         let e = lease
@@ -83,7 +83,7 @@ async fn sqlite_refuses_it_before_any_sql() -> anyhow::Result<()> {
             .try_acquire()
             .await
             .expect_err("sqlite");
-        assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+        assert!(matches!(e, Error::StrategyUnsupported { .. }), "{e:?}");
     }
     Ok(())
 }

@@ -125,10 +125,25 @@ async fn notify_is_refused_where_it_cannot_work() -> anyhow::Result<()> {
             }
             _ => {
                 let err = built.expect_err("notify off PostgreSQL");
-                assert!(matches!(err, Error::Unsupported(_)), "{err}");
+                assert!(
+                    matches!(
+                        err,
+                        Error::SettingUnsupported {
+                            setting: "notify_waiters",
+                            ..
+                        }
+                    ),
+                    "{err}"
+                );
                 assert!(err.to_string().contains("PostgreSQL"), "{err}");
                 let pooling = Locker::builder(pool).transaction_pooling(true).build();
-                assert!(matches!(pooling, Err(Error::Unsupported(_))));
+                assert!(matches!(
+                    pooling,
+                    Err(Error::SettingUnsupported {
+                        setting: "transaction_pooling",
+                        ..
+                    })
+                ));
             }
         }
     }

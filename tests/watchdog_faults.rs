@@ -89,7 +89,9 @@ fn fault_db(server: &str, action: &str) -> anyhow::Result<()> {
 async fn restart_scenarios(b: &common::Backend, server: &str) -> anyhow::Result<()> {
     b.fresh_table().await?;
 
-    // Down for less than the TTL: renewals fail, then recover; no loss.
+    // Down for less than the TTL: no loss. A renewal sent while the server is down
+    // either fails (and the next tick tries again) or waits for it to come back, for a
+    // period at most; a 2.5 s outage of a 6 s lease leaves it valid either way.
     let a = b.builder().await?.ttl(Duration::from_secs(6)).build()?;
     let other = b.locker().await?;
     let g = a.try_acquire("short").await?.expect("short");
@@ -103,11 +105,6 @@ async fn restart_scenarios(b: &common::Backend, server: &str) -> anyhow::Result<
     }
     let s = a.watchdog_stats();
     println!("{}: restarted within the TTL: watchdog {s:?}", b.dialect);
-    assert!(
-        s.failed_ticks > 0,
-        "{}: no renewal failed while the server was down",
-        b.dialect
-    );
     assert!(
         s.renewed > renewed,
         "{}: renewals did not recover",

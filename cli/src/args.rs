@@ -35,6 +35,13 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "URL")]
     pub database_url: Option<String>,
 
+    /// The database is reached through a transaction-pooling proxy (PgBouncer with
+    /// pool_mode = transaction): every statement is sent unnamed, in a transaction of
+    /// its own. PostgreSQL only. SQLOCK_TRANSACTION_POOLING=1 in the environment says
+    /// the same, for cron entries.
+    #[arg(long, global = true)]
+    pub transaction_pooling: bool,
+
     /// The lock table: lower-case letters, digits and '_', at most 40 bytes.
     #[arg(long, global = true, value_name = "NAME",
           default_value = sqlock::DEFAULT_TABLE, value_parser = parse_table)]
@@ -55,9 +62,12 @@ pub enum Command {
     /// environment. SIGINT and SIGTERM sent to sqlock are passed on to it, and the lock
     /// is released after it exits (a signal while sqlock still waits for the lock ends
     /// the wait: exit 128+N). If the lock is lost while the command runs, the command
-    /// gets SIGTERM, then SIGKILL after 2 s, and sqlock exits 76. With --at-least the
-    /// lock stays taken that long after it was taken even if the command ends sooner,
-    /// so that a job several hosts schedule a little apart runs once.
+    /// gets SIGTERM, then SIGKILL after 2 s, and sqlock exits 76. On Linux, if sqlock
+    /// dies however it dies (SIGKILL, the OOM killer), the command is killed with it
+    /// (a parent-death signal); on other platforms only a sqlock that exits normally
+    /// or on SIGINT/SIGTERM stops its command. With --at-least the lock stays taken
+    /// that long after it was taken even if the command ends sooner, so that a job
+    /// several hosts schedule a little apart runs once.
     ///
     /// Exit status: the command's (128+N when signal N ended it); 75 when the lock
     /// was not acquired; 76 when it was lost; 126/127 when the command cannot run.
@@ -218,7 +228,8 @@ pub struct BenchArgs {
 /// `sqlock run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// How the lock is held: lease, insert or for-update (PostgreSQL and MariaDB).
+    /// How the lock is held: lease, insert or for-update (PostgreSQL and MariaDB). A key
+    /// is held by one strategy at a time: a key another strategy holds is busy.
     #[arg(long, value_name = "STRATEGY", default_value = "lease", value_parser = parse_strategy)]
     pub strategy: Strategy,
 

@@ -49,23 +49,40 @@ pub fn dialect(url: &str) -> Result<Dialect, Failure> {
     })
 }
 
-/// Connects to `url`.
+/// Whether `SQLOCK_TRANSACTION_POOLING` asks for the transaction-pooling mode (`1` or
+/// `true`), as `--transaction-pooling` does.
+pub fn transaction_pooling_from_env() -> bool {
+    std::env::var("SQLOCK_TRANSACTION_POOLING")
+        .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// Connects to `url`; behind a transaction-pooling proxy (`pooling`) without sqlx's
+/// statement cache, so that no statement sqlx sends itself is named either.
 ///
 /// On a server, one connection is made directly first: a pool retries a refused
 /// connection until its timeout and then reports only that it timed out, while the
 /// direct attempt fails at once with its cause. The pool then connects lazily.
-pub async fn connect(url: &str) -> Result<DbPool, Failure> {
-    connect_sized(url, MAX_CONNECTIONS).await
+pub async fn connect(url: &str, pooling: bool) -> Result<DbPool, Failure> {
+    connect_with(url, MAX_CONNECTIONS, pooling).await
 }
 
 /// Connects to `url` as [`connect`] does, with a pool of at most `max_connections`
 /// (`sqlock bench` needs one per worker).
 pub async fn connect_sized(url: &str, max_connections: u32) -> Result<DbPool, Failure> {
+    connect_with(url, max_connections, false).await
+}
+
+async fn connect_with(url: &str, max_connections: u32, pooling: bool) -> Result<DbPool, Failure> {
     let bad_url =
         |e: sqlx::Error| Failure::Usage(format!("invalid database url {:?}: {e}", redact(url)));
     Ok(match dialect(url)? {
         Dialect::Postgres => {
-            let options = PgConnectOptions::from_str(url).map_err(bad_url)?;
+            let mut options = PgConnectOptions::from_str(url).map_err(bad_url)?;
+            if pooling {
+                // Named statements stay on the server connection that prepared them,
+                // which the proxy hands to someone else after each transaction.
+                options = options.statement_cache_capacity(0);
+            }
             probe(url, &options).await?;
             PgPoolOptions::new()
                 .max_connections(max_connections)

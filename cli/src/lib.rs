@@ -5,7 +5,9 @@
 //! failure becomes a [`Failure`], and [`exit_status`] turns each kind into one of the
 //! named exit codes below, in one exhaustive match.
 
-#![forbid(unsafe_code)]
+// `deny`, not `forbid`: `run` needs one `unsafe` block, `pre_exec` for the command's
+// parent-death signal on Linux, allowed there alone.
+#![deny(unsafe_code)]
 
 mod args;
 mod bench;
@@ -109,8 +111,30 @@ impl From<sqlock::Error> for Failure {
             // The library's message names its own API; the tool's user wants the tool.
             E::MissingTable { ref table, .. } => Self::Unavailable(missing_table(table)),
             E::Timeout { .. } => Self::NotAcquired(e.to_string()),
+            // A for-update lock: it ends with its holder's transaction, not by force.
+            E::RowLocked { .. } => Self::NotAcquired(format!(
+                "{e}; a for-update lock cannot be released by force: end its holder's \
+                 transaction or session"
+            )),
             E::LockLost { .. } => Self::Lost(e.to_string()),
-            E::PoolExhausted | E::Unsupported(_) => Self::Unavailable(e.to_string()),
+            E::PoolExhausted | E::NotMariaDb { .. } | E::GaleraCluster { .. } => {
+                Self::Unavailable(e.to_string())
+            }
+            // The tool refuses the first itself before connecting; the second is the
+            // operator's --transaction-pooling on a server that is not PostgreSQL.
+            E::StrategyUnsupported { .. } | E::FenceNotApplicable { .. } => {
+                Self::Usage(e.to_string())
+            }
+            E::SettingUnsupported { .. } => Self::Usage(format!(
+                "--transaction-pooling (SQLOCK_TRANSACTION_POOLING) is for PostgreSQL \
+                 behind a transaction-pooling proxy: {e}"
+            )),
+            E::Database(ref db) if is_pooler_error(db) => Self::Unavailable(format!(
+                "the server answered as it does behind a transaction-pooling proxy such as \
+                 PgBouncer, where a prepared statement stays on a server connection other \
+                 clients get ({db}): pass --transaction-pooling, or set \
+                 SQLOCK_TRANSACTION_POOLING=1"
+            )),
             E::Database(ref db) if is_connection_error(db) => Self::Unavailable(chain(&e)),
             // `sqlock::Error` is non-exhaustive: a variant added later is unexpected here.
             _ => Self::Other(chain(&e)),
@@ -135,6 +159,15 @@ fn is_connection_error(e: &sqlx::Error) -> bool {
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
     )
+}
+
+/// PostgreSQL's answers to a named prepared statement that a transaction-pooling proxy
+/// left on another server connection: duplicate_prepared_statement (42P05), and
+/// invalid_sql_statement_name (26000, "prepared statement does not exist").
+fn is_pooler_error(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|code| code == "42P05" || code == "26000")
 }
 
 fn missing_table(table: &str) -> String {
@@ -237,9 +270,11 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         // The benchmark sizes its own pool and works in a table of its own.
         return bench::bench(&url, &cli.table, args).await;
     }
-    let pool = connect::connect(&url).await?;
+    let pooling = cli.transaction_pooling || connect::transaction_pooling_from_env();
+    let pool = connect::connect(&url, pooling).await?;
     let locker = Locker::builder(pool.clone())
         .table(cli.table.as_str())
+        .transaction_pooling(pooling)
         .build()?;
     if pool.dialect() == Dialect::Sqlite && !matches!(cli.command, Command::Migrate) {
         // The embedded default needs no set-up step. Servers never get tables made

@@ -110,22 +110,75 @@ fn spawn(command: &[String], guard: &LockGuard) -> Result<Child, Failure> {
     let (program, rest) = command
         .split_first()
         .ok_or_else(|| Failure::Usage("a command to run is required after --".into()))?;
-    Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(rest)
         .env("SQLOCK_KEY", guard.key())
         .env("SQLOCK_OWNER", guard.owner().to_string())
         .env("SQLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
         // Should sqlock fail while waiting for it, the command must not run on
         // without the lock.
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
-            let text = format!("cannot run {program:?}: {e}");
-            match e.kind() {
-                ErrorKind::NotFound => Failure::NotFound(text),
-                _ => Failure::CannotExecute(text),
+        .kill_on_drop(true);
+    // Nor should it when sqlock dies without a chance to stop it (SIGKILL, the OOM
+    // killer), on Linux. Elsewhere the command runs on, as documented.
+    #[cfg(target_os = "linux")]
+    die_with_parent(&mut command);
+    command.spawn().map_err(|e| {
+        let text = format!("cannot run {program:?}: {e}");
+        match e.kind() {
+            ErrorKind::NotFound => Failure::NotFound(text),
+            _ => Failure::CannotExecute(text),
+        }
+    })
+}
+
+/// Makes the command get SIGKILL when sqlock dies, however it dies: a parent-death
+/// signal (`prctl(PR_SET_PDEATHSIG)`), set in the child between fork and exec.
+///
+/// SIGKILL rather than SIGTERM: once sqlock is gone nobody renews the lock, and nobody
+/// is left to follow a SIGTERM the command ignores or handles slowly with a SIGKILL
+/// before the lease lapses. Only SIGKILL makes sure the command does not run on
+/// unprotected.
+///
+/// The signal is sent when the *thread* that forked ends, not the process. `spawn` is
+/// called from `run`, which the tool's current-thread runtime polls on the thread that
+/// called `run_with_args` (`block_on`; `run` is never `tokio::spawn`ed, and `spawn` is
+/// synchronous, so no blocking-pool thread is involved). In the binary that is the
+/// main thread, which lives as long as the process. Called from another thread, that
+/// thread still lives until `run` returned, and `run` only returns after the command
+/// ended or was killed (`kill_on_drop`), so the signal never fires while the lock is
+/// held for a running command. Should `run` ever move to a multi-threaded runtime or
+/// a spawned task, the fork must move to a thread that lives as long as the lock is
+/// held.
+///
+/// The parent-death setting is cleared by exec of a set-user-ID, set-group-ID or
+/// file-capability program (`sudo ...`): such a command is not covered. Neither are
+/// processes the command starts itself, as with the other signals sqlock sends.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut Command) {
+    use nix::sys::prctl::set_pdeathsig;
+    use nix::sys::signal::raise;
+    use nix::unistd::{getpid, getppid};
+
+    // Taken in sqlock, before the fork.
+    let parent = getpid();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe functions may be called. It calls prctl, getppid and raise
+    // (system calls, async-signal-safe), reads a `Pid` copied into it and builds an
+    // `io::Error` from a raw errno, which does not allocate. It takes no lock, touches
+    // no shared state and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            set_pdeathsig(Signal::SIGKILL)?;
+            // sqlock may have died between the fork and the prctl, in which case no
+            // signal will come: the child was reparented, so its parent pid changed.
+            if getppid() != parent {
+                raise(Signal::SIGKILL)?;
             }
-        })
+            Ok(())
+        });
+    }
 }
 
 /// Releases the lock after the command ended. The command's status is the answer,

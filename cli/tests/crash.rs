@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{backends, in_parallel, key, signal, stderr, wait_for_line, Backend};
+use common::{backends, in_parallel, key, kill_orphan, signal, stderr, wait_for_line, Backend};
 
 #[test]
 fn a_killed_holder_frees_the_key_within_its_ttl() {
@@ -41,7 +41,7 @@ fn a_killed_holder_frees_the_key_within_its_ttl() {
         signal(holder.id(), "KILL");
         let killed = SystemTime::now();
         holder.wait().unwrap();
-        signal(child, "KILL"); // the orphaned command, which would run on
+        kill_orphan(child); // the orphaned command, should it run on
 
         // The next holder's command notes the wall-clock time it started at: the
         // moment the lock was granted, give or take a process start.

@@ -8,8 +8,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    alive, backends, in_parallel, key, signal, stderr, stdout, wait_exit, wait_for_line, Backend,
-    LEASED,
+    alive, backends, in_parallel, key, kill_orphan, signal, stderr, stdout, wait_exit,
+    wait_for_line, Backend, LEASED,
 };
 
 /// The keys `list --json` reports.
@@ -179,7 +179,7 @@ fn sweep_reclaims_the_rows_of_killed_holders() {
             let (mut holder, child, _) = hold(&b, strategy, "1s", &k);
             signal(holder.id(), "KILL");
             holder.wait().unwrap();
-            signal(child, "KILL");
+            kill_orphan(child);
             dead.push(k);
         }
         // Past the TTL: the rows are expired, and nobody released them.

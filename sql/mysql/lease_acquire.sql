@@ -10,6 +10,11 @@
 -- ours the condition stays true for the rest, and while it is not nothing changes.
 -- The token is drawn in the UPDATE part, under the row lock, so tokens rise in grant
 -- order; GREATEST() keeps them rising even past a token the sequence never issued.
+-- No wait on a row lock: a for-update holder keeps the key's row locked for its whole
+-- transaction, and a lease or insert attempt must see that as held at once. With a
+-- lock wait timeout of zero, a locked row (or fence bucket) fails the statement with
+-- ER_LOCK_WAIT_TIMEOUT at once, which counts as contention: tried again, then busy.
+SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 INSERT INTO `{table}`
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token)

@@ -4,7 +4,10 @@
 -- lock it, so that no acquisition waiting with a token already drawn sees this one
 -- overtake it. The key's row by primary key only, never a scan that would wait behind
 -- other keys' row locks (see lease_renew). Assigned left to right: the token first,
--- while the row reads as held.
+-- while the row reads as held. No wait on a row lock: a for-update holder keeps the
+-- key's row locked for its whole transaction, and an operator's call must not wait for
+-- it; a locked row fails the statement at once (tried again, then reported).
+SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 UPDATE `{table}_fence` AS f
     STRAIGHT_JOIN `{table}` AS l FORCE INDEX (PRIMARY) ON l.lock_key = :key
 SET f.bucket = f.bucket,

@@ -5,13 +5,22 @@
 -- UPDATE locks every row it reads, so it would wait behind a for-update holder's row
 -- lock on another key until the leases lapsed. The matched count
 -- comes back; only when it falls short of the batch does lease_survivors tell which.
+-- No wait on a row lock: the row of a lease that lapsed may be held by a for-update
+-- holder for a whole transaction, and the whole batch would wait for it (and a
+-- renewal is cut off after a period, which may be shorter than any wait MariaDB can
+-- bound). A locked row fails the statement at once; lease_survivors, which waits on
+-- nothing, then tells which leases are still ours, and lease_renew_again renews those.
+SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 UPDATE JSON_TABLE(:batch, '$[*]' COLUMNS (
            k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$[0]',
            t BIGINT PATH '$[1]')) AS b
     STRAIGHT_JOIN `{table}` AS l FORCE INDEX (PRIMARY) ON l.lock_key = b.k AND l.fencing_token = b.t
+-- A renewal never shortens a lease: after an extension or a re-entry with a longer TTL
+-- the later expiry stays. A multi-table UPDATE assigns in no set order, so
+-- lock_duration reads the same whether it sees expires_at before or after its update.
 SET l.lock_time = UTC_TIMESTAMP(6),
-    l.lock_duration = :ttl_us,
-    l.expires_at = UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND
+    l.lock_duration = GREATEST(:ttl_us, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), l.expires_at)),
+    l.expires_at = GREATEST(l.expires_at, UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND)
 WHERE l.lock_owner = :owner
   AND l.locked
   AND l.expires_at > UTC_TIMESTAMP(6)

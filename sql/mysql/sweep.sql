@@ -1,12 +1,9 @@
--- The sweeper: delete at most :limit rows that expired more than :grace_us ago, oldest
--- first, through the expiry index. InnoDB reads each row as it stands under the row
--- lock it takes for the delete, so a lease renewed or taken while the sweep ran no
--- longer matches and is never deleted. A row locked by a for-update holder is waited
--- for one second at most (such rows are never swept: they are the strategy's
--- reusable lock rows), so that a sweep never stalls behind a long transaction.
-SET STATEMENT innodb_lock_wait_timeout = 1 FOR
-DELETE FROM `{table}`
-WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL :grace_us MICROSECOND
-  AND lock_strategy <> 'for-update'
-ORDER BY expires_at
-LIMIT :limit
+-- The sweeper's second step: delete the rows sweep_claim locked (:batch, a JSON array
+-- of [key, 0] pairs), checking expiry again on each row as it stands, so a lease
+-- renewed or taken in between is never deleted. The rows are this transaction's
+-- already: nothing waits. Primary-key lookups only, as in lease_renew.
+DELETE l FROM JSON_TABLE(:batch, '$[*]' COLUMNS (
+           k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$[0]')) AS b
+    STRAIGHT_JOIN `{table}` AS l FORCE INDEX (PRIMARY) ON l.lock_key = b.k
+WHERE l.expires_at <= UTC_TIMESTAMP(6) - INTERVAL :grace_us MICROSECOND
+  AND l.lock_strategy <> 'for-update'

@@ -3,21 +3,29 @@
 -- Take the lease on :key for :owner when it is free, expired, or already ours (then the
 -- hold count grows and the token stays). One statement, one round trip: no row comes
 -- back when another owner holds a live lease.
+--
+-- The gate: the key's transaction-scoped advisory lock, taken without waiting. A
+-- for-update holder keeps it for its whole transaction, so a lease or insert attempt
+-- on a key held that way finds the gate closed and never waits on the holder's row
+-- lock; another acquisition of the key holds it for one statement. A closed gate
+-- answers one row with hold_count 0: "contended, try again", never a grant.
+-- With the gate open, a fresh row's token is drawn under it, so a token drawn while
+-- the insert waits for a row being deleted can never fall behind a grant made
+-- meanwhile.
 -- The token is drawn inside DO UPDATE, under the row lock, so tokens rise in grant order;
 -- greatest() keeps them rising even past a token the sequence never issued (a restored
 -- backup whose sequence lags, a row written by hand).
+WITH gate AS MATERIALIZED (
+    SELECT pg_try_advisory_xact_lock(hashtextextended(:key, hashtext('{table}'))) AS open
+), taken AS (
 INSERT INTO "{table}" AS l
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token)
-VALUES
-    (:key, :owner, :strategy, TRUE, statement_timestamp(), statement_timestamp(), :ttl_us,
-     statement_timestamp() + :ttl_us * INTERVAL '1 microsecond',
-     1,
-     -- A fresh row's token is drawn only after a transaction-scoped advisory lock on
-     -- the key, held by every acquisition until it commits: a token drawn while the
-     -- insert waits for a row being deleted can never fall behind a grant made meanwhile.
-     (SELECT nextval('"{table}_fence_seq"')
-      FROM (SELECT pg_advisory_xact_lock(hashtext('{table}'), hashtext(:key))) AS serialized))
+SELECT :key, :owner, :strategy, TRUE, statement_timestamp(), statement_timestamp(), :ttl_us,
+       statement_timestamp() + :ttl_us * INTERVAL '1 microsecond',
+       1, nextval('"{table}_fence_seq"')
+FROM gate
+WHERE gate.open
 ON CONFLICT (lock_key) DO UPDATE SET
     fencing_token = CASE
         WHEN l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.expires_at > EXCLUDED.lock_time
@@ -48,3 +56,7 @@ RETURNING
     l.fencing_token,
     (extract(epoch FROM l.expires_at) * 1000000)::BIGINT AS expires_us,
     l.hold_count
+)
+SELECT lock_owner, fencing_token, expires_us, hold_count FROM taken
+UNION ALL
+SELECT '', 0, 0, 0 FROM gate WHERE NOT gate.open

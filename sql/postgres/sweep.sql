@@ -1,14 +1,16 @@
--- The sweeper: delete at most :limit rows that expired more than :grace_us ago, oldest
--- first. SKIP LOCKED passes over rows somebody is writing right now, and the outer
--- WHERE checks expiry again on the row as it stands under the row lock, so a lease
--- renewed or taken while the sweep ran is never deleted. The for-update strategy's
--- rows are its reusable lock rows and are never swept.
+-- The sweeper: delete at most :limit rows that expired at least :grace_us ago, oldest
+-- first. SKIP LOCKED passes over rows another transaction holds (a for-update lock's
+-- above all), so a sweep never waits on a held lock, and the outer WHERE checks expiry
+-- again on the row as it stands under the row lock, so a lease renewed or taken while
+-- the sweep ran is never deleted. A row released this instant (its expiry is now)
+-- already counts: the bound is inclusive, as acquisitions take a row whose expiry is
+-- now. The for-update strategy's rows are its reusable lock rows and are never swept.
 DELETE FROM "{table}"
 WHERE lock_key IN (
         SELECT lock_key FROM "{table}"
-        WHERE expires_at < statement_timestamp() - :grace_us * INTERVAL '1 microsecond'
+        WHERE expires_at <= statement_timestamp() - :grace_us * INTERVAL '1 microsecond'
           AND lock_strategy <> 'for-update'
         ORDER BY expires_at
         LIMIT :limit
         FOR UPDATE SKIP LOCKED)
-  AND expires_at < statement_timestamp() - :grace_us * INTERVAL '1 microsecond'
+  AND expires_at <= statement_timestamp() - :grace_us * INTERVAL '1 microsecond'

@@ -5,82 +5,25 @@
 //! classifies its errors. Everything else (validation, waiting, guards) is written
 //! once, above this layer.
 
+mod kind;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
-
-#[cfg(feature = "mysql")]
-pub(crate) use mysql::for_update as mysql_for_update;
-#[cfg(feature = "postgres")]
-pub(crate) use postgres::for_update as pg_for_update;
+mod runner;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod statements;
 
-use crate::error::{Class, Error, Result};
-use crate::sql::{Args, Placeholders, Statement};
-use crate::validate::TableName;
-use crate::Strategy;
+mod outcome;
 
-/// A database server family, with its SQL dialect.
-///
-/// Always available, whatever the crate features, so that tools can print the DDL of
-/// any dialect; running statements needs the matching feature.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Dialect {
-    /// PostgreSQL 12 or later.
-    Postgres,
-    /// MariaDB 10.5 or later (the `mysql` feature). MySQL itself lacks the `RETURNING`
-    /// and sequences sqlock relies on.
-    MySql,
-    /// SQLite 3.35 or later (the version sqlx bundles qualifies).
-    Sqlite,
-}
+pub use kind::Dialect;
+pub(crate) use outcome::{Failure, Grant, Listed, Renewal};
+pub(crate) use runner::Runner;
+pub(crate) use statements::{ForUpdateStatements, Mode, Statements};
 
-impl Dialect {
-    /// The dialect's folder name under `sql/` and `migrations/`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Postgres => "postgres",
-            Self::MySql => "mysql",
-            Self::Sqlite => "sqlite",
-        }
-    }
-
-    fn placeholders(self) -> Placeholders {
-        match self {
-            Self::Postgres => Placeholders::Numbered,
-            Self::MySql | Self::Sqlite => Placeholders::Positional,
-        }
-    }
-
-    /// The dialect for a database URL's scheme (`postgres://`, `postgresql://`,
-    /// `mysql://`, `mariadb://`, `sqlite:`), if it is one sqlock knows.
-    ///
-    /// ```
-    /// use sqlock::Dialect;
-    ///
-    /// assert_eq!(Dialect::from_url("postgres://localhost/app"), Some(Dialect::Postgres));
-    /// assert_eq!(Dialect::from_url("sqlite:locks.db"), Some(Dialect::Sqlite));
-    /// assert_eq!(Dialect::from_url("redis://localhost"), None);
-    /// ```
-    pub fn from_url(url: &str) -> Option<Self> {
-        let scheme = url.split(':').next()?.to_ascii_lowercase();
-        match scheme.as_str() {
-            "postgres" | "postgresql" => Some(Self::Postgres),
-            "mysql" | "mariadb" => Some(Self::MySql),
-            "sqlite" => Some(Self::Sqlite),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Dialect {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+use crate::error::{Class, Result};
+use crate::sql::Args;
 
 /// A sqlx connection pool of one of the supported databases.
 ///
@@ -148,40 +91,6 @@ macro_rules! dispatch {
     };
 }
 
-/// Runs `$run` (a query on the executor `$ex`) on `$pool`. A pinned statement runs in
-/// a transaction of its own: behind a transaction-pooling proxy such as PgBouncer, only
-/// an open transaction keeps sqlx's separate parse and execute round trips on one
-/// server connection.
-macro_rules! on_pool {
-    ($pool:expr, $s:expr, |$ex:ident| $run:expr) => {
-        on_pool!($pool, in_transaction: $s.is_pinned(), |$ex| $run)
-    };
-    ($pool:expr, in_transaction: $tx:expr, |$ex:ident| $run:expr) => {{
-        if $tx {
-            let mut tx = $pool.begin().await?;
-            let outcome = {
-                let $ex = &mut *tx;
-                $run.await
-            };
-            match outcome {
-                Ok(out) => {
-                    tx.commit().await?;
-                    Ok(out)
-                }
-                Err(e) => {
-                    // The statement's error is the one to report; a connection that
-                    // cannot roll back is closed by the pool.
-                    let _ = tx.rollback().await;
-                    Err(e)
-                }
-            }
-        } else {
-            let $ex = $pool;
-            $run.await
-        }
-    }};
-}
-
 impl DbPool {
     /// The pool's dialect.
     pub fn dialect(&self) -> Dialect {
@@ -200,6 +109,19 @@ impl DbPool {
     }
 
     /// Closes the pool: see sqlx's `Pool::close`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the pool is closed for new acquisitions at the first poll; dropping the
+    /// future only stops waiting for the connections in use to come back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) {
+    /// locker.pool().close().await;
+    /// # }
+    /// ```
     pub async fn close(&self) {
         dispatch!(self, |pool, _m| pool.close().await)
     }
@@ -232,7 +154,7 @@ impl DbPool {
         // transaction the certification failure is the COMMIT's own error instead.
         let in_tx =
             s.lease_acquire.is_pinned() || self.galera_cluster_size(s, galera).await?.is_some();
-        let grant = dispatch!(self, |pool, m| fetch_grant(
+        let grants = dispatch!(self, |pool, m| Runner::fetch_grants(
             pool,
             &s.lease_acquire,
             a,
@@ -240,6 +162,10 @@ impl DbPool {
         )
         .await
         .map_err(|e| s.error(m::classify(&e), e))?);
+        let grant = grants.into_iter().next();
+        if grant.as_ref().is_some_and(Grant::gate_closed) {
+            return Err(Failure::row_locked(Class::Contention, &a.key));
+        }
         Ok(grant.filter(|g| g.owner == a.owner))
     }
 
@@ -265,65 +191,125 @@ impl DbPool {
         }
     }
 
-    /// Gives back one hold. The insert strategy deletes the row with its last hold;
-    /// the lease keeps it, free.
-    pub(crate) async fn release(&self, s: &Statements, a: &Args) -> Result<bool, Failure> {
-        if a.strategy == Strategy::Insert && self.matched(s, &s.insert_release, a).await? {
-            return Ok(true);
+    /// Gives back one hold; with `delete_row` (the insert strategy) the last hold
+    /// deletes the row, otherwise the row stays, free.
+    ///
+    /// On MariaDB a release waits a second at most on a row lock (the row of a lease
+    /// that lapsed may be a for-update holder's for a whole transaction): when the row
+    /// stays locked, a read that waits on nothing tells a lease that is gone (`false`)
+    /// from a short lock (contention, tried again by the caller).
+    pub(crate) async fn release(
+        &self,
+        s: &Statements,
+        a: &Args,
+        delete_row: bool,
+    ) -> Result<bool, Failure> {
+        let outcome = async {
+            if delete_row && self.matched(s, &s.insert_release, a).await? {
+                return Ok(true);
+            }
+            self.matched(s, &s.lease_release, a).await
         }
-        self.matched(s, &s.lease_release, a).await
+        .await;
+        match outcome {
+            Err(f) if f.class == Class::Contention && !self.still_held(s, a).await? => Ok(false),
+            other => other,
+        }
     }
 
-    /// Runs `st` and tells whether it matched a row.
-    async fn matched(&self, s: &Statements, st: &Statement, a: &Args) -> Result<bool, Failure> {
-        dispatch!(self, |pool, m| execute(pool, st, a)
+    /// After a release or extension found its row locked (MariaDB, which is told not to
+    /// wait): whether the lease is still ours, by a read that waits on no row lock.
+    /// `true` where the dialect has no such read.
+    async fn still_held(&self, s: &Statements, a: &Args) -> Result<bool, Failure> {
+        let Some(held) = &s.lease_held else {
+            return Ok(true);
+        };
+        dispatch!(self, |pool, m| Runner::fetch_i64s(pool, held, a)
             .await
-            .map(|done| done.rows_affected() > 0)
+            .map(|rows| !rows.is_empty())
             .map_err(|e| s.error(m::classify(&e), e)))
     }
 
-    /// Renews the `n` leases of `a.batch` in one statement (two on MariaDB when some
-    /// were lost).
+    /// Runs `st` and tells whether it matched a row.
+    async fn matched(
+        &self,
+        s: &Statements,
+        st: &crate::sql::Statement,
+        a: &Args,
+    ) -> Result<bool, Failure> {
+        dispatch!(self, |pool, m| Runner::execute(pool, st, a)
+            .await
+            .map(|rows| rows > 0)
+            .map_err(|e| s.error(m::classify(&e), e)))
+    }
+
+    /// Renews the leases of `batch` (also in `a.batch`) in one statement (two or three
+    /// on MariaDB when some were lost).
     pub(crate) async fn lease_renew(
         &self,
         s: &Statements,
         a: &Args,
-        n: usize,
+        batch: &[(String, i64)],
     ) -> Result<Renewal, Failure> {
-        dispatch!(self, |pool, m| m::lease_renew(pool, s, a, n)
+        dispatch!(self, |pool, m| m::lease_renew(pool, s, a, batch)
             .await
             .map_err(|e| s.error(m::classify(&e), e)))
     }
 
+    /// An operator's release: whether a live lease was released. A key whose row (or,
+    /// on PostgreSQL, whose advisory gate) another transaction holds fails with
+    /// contention at once, never waiting for it.
     pub(crate) async fn lease_force_release(
         &self,
         s: &Statements,
         a: &Args,
     ) -> Result<bool, Failure> {
-        self.matched(s, &s.lease_force_release, a).await
+        dispatch!(self, |pool, m| m::lease_force_release(pool, s, a)
+            .await
+            .map_err(|e| s.error(m::classify(&e), e))?)
+        .ok_or_else(|| Failure::row_locked(Class::Contention, &a.key))
     }
 
+    /// The locks held now, by key (at most `a.limit`).
     pub(crate) async fn list(&self, s: &Statements, a: &Args) -> Result<Vec<Listed>, Failure> {
-        dispatch!(self, |pool, m| fetch_listed(pool, &s.list, a)
+        dispatch!(self, |pool, m| Runner::fetch_listed(pool, &s.list, a)
             .await
             .map_err(|e| s.error(m::classify(&e), e)))
     }
 
+    /// The lock on `a.key`, when it is held now.
+    pub(crate) async fn lookup(&self, s: &Statements, a: &Args) -> Result<Option<Listed>, Failure> {
+        dispatch!(self, |pool, m| Runner::fetch_listed(pool, &s.lookup, a)
+            .await
+            .map(|rows| rows.into_iter().next())
+            .map_err(|e| s.error(m::classify(&e), e)))
+    }
+
+    /// One batch of the sweep; rows another transaction holds are passed over.
     pub(crate) async fn sweep(&self, s: &Statements, a: &Args) -> Result<u64, Failure> {
-        dispatch!(self, |pool, m| execute(pool, &s.sweep, a)
+        dispatch!(self, |pool, m| m::sweep(pool, s, a)
             .await
-            .map(|done| done.rows_affected())
             .map_err(|e| s.error(m::classify(&e), e)))
     }
 
+    /// Pushes a lease's expiry; `None` when it is no longer ours. Waits a second at most
+    /// on a row lock on MariaDB, as [`release`](Self::release).
     pub(crate) async fn lease_extend(
         &self,
         s: &Statements,
         a: &Args,
     ) -> Result<Option<i64>, Failure> {
-        dispatch!(self, |pool, m| m::lease_extend(pool, &s.lease_extend, a)
-            .await
-            .map_err(|e| s.error(m::classify(&e), e)))
+        let outcome = dispatch!(self, |pool, m| Runner::fetch_value(
+            pool,
+            &s.lease_extend,
+            a
+        )
+        .await
+        .map_err(|e| s.error(m::classify(&e), e)));
+        match outcome {
+            Err(f) if f.class == Class::Contention && !self.still_held(s, a).await? => Ok(None),
+            other => other,
+        }
     }
 }
 
@@ -331,501 +317,52 @@ impl DbPool {
 /// for a server on its own. Made once, before the handle's first acquisition.
 pub(crate) type GaleraCheck = tokio::sync::OnceCell<Option<i64>>;
 
-/// Runs an acquisition statement whose `RETURNING` gives owner, token, expiry and
-/// holds, in an explicit transaction when `in_tx`.
-pub(crate) async fn fetch_grant<DB>(
-    pool: &sqlx::Pool<DB>,
-    s: &Statement,
-    a: &Args,
-    in_tx: bool,
-) -> Result<Option<Grant>, sqlx::Error>
-where
-    DB: sqlx::Database + sqlx::database::HasStatementCache,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    DB::Arguments: sqlx::IntoArguments<DB>,
-    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Decode<'a, DB> + sqlx::Type<DB>,
-    for<'a> i32: sqlx::Decode<'a, DB> + sqlx::Type<DB>,
-    for<'a> String: sqlx::Decode<'a, DB> + sqlx::Type<DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
-{
-    use sqlx::Row;
-    // Read to the end of the response, not just to the first row: an autocommit
-    // statement's COMMIT may still fail after its RETURNING rows were sent (a Galera
-    // certification failure, a serialization failure under SERIALIZABLE), and a grant
-    // whose commit failed is no grant.
-    let rows = on_pool!(pool, in_transaction: in_tx, |ex| s.bind::<DB>(a).fetch_all(ex))?;
-    rows.into_iter()
-        .next()
-        .map(|r| {
-            Ok(Grant {
-                owner: r.try_get(0)?,
-                token: r.try_get(1)?,
-                expires_us: r.try_get(2)?,
-                hold_count: r.try_get(3)?,
-            })
-        })
-        .transpose()
-}
-
-/// Runs a statement for its effect.
-pub(crate) async fn execute<DB>(
-    pool: &sqlx::Pool<DB>,
-    s: &Statement,
-    a: &Args,
-) -> Result<DB::QueryResult, sqlx::Error>
-where
-    DB: sqlx::Database + sqlx::database::HasStatementCache,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    DB::Arguments: sqlx::IntoArguments<DB>,
-    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-{
-    on_pool!(pool, s, |ex| s.bind::<DB>(a).execute(ex))
-}
-
-/// One held lock as `list.sql` reports it.
-#[derive(Debug, Clone)]
-pub(crate) struct Listed {
-    pub(crate) key: String,
-    pub(crate) strategy: String,
-    pub(crate) owner: String,
-    pub(crate) token: i64,
-    pub(crate) hold_count: i32,
-    pub(crate) acquired_us: i64,
-    pub(crate) expires_us: i64,
-    pub(crate) now_us: i64,
-}
-
-/// Runs `list.sql`.
-pub(crate) async fn fetch_listed<DB>(
-    pool: &sqlx::Pool<DB>,
-    s: &Statement,
-    a: &Args,
-) -> Result<Vec<Listed>, sqlx::Error>
-where
-    DB: sqlx::Database + sqlx::database::HasStatementCache,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    DB::Arguments: sqlx::IntoArguments<DB>,
-    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Decode<'a, DB> + sqlx::Type<DB>,
-    for<'a> i32: sqlx::Decode<'a, DB> + sqlx::Type<DB>,
-    for<'a> String: sqlx::Decode<'a, DB> + sqlx::Type<DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
-{
-    use sqlx::Row;
-    let rows = on_pool!(pool, s, |ex| s.bind::<DB>(a).fetch_all(ex))?;
-    rows.iter()
-        .map(|r| {
-            Ok(Listed {
-                key: r.try_get(0)?,
-                strategy: r.try_get(1)?,
-                owner: r.try_get(2)?,
-                token: r.try_get(3)?,
-                hold_count: r.try_get(4)?,
-                acquired_us: r.try_get(5)?,
-                expires_us: r.try_get(6)?,
-                now_us: r.try_get(7)?,
-            })
-        })
-        .collect()
-}
-
-/// Takes the for-update row lock of `a.key` on `conn`, inside its open transaction,
-/// bounding the wait where the dialect needs a setting for it (always, so that no
-/// wait of the transaction is unbounded). `false` when the key has no row.
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
-pub(crate) async fn lock_row<DB>(
-    conn: &mut DB::Connection,
-    f: &ForUpdateStatements,
-    a: &Args,
-    nowait: bool,
-) -> Result<bool, sqlx::Error>
-where
-    DB: sqlx::Database + sqlx::database::HasStatementCache,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    DB::Arguments: sqlx::IntoArguments<DB>,
-    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-{
-    if let Some(timeout) = &f.timeout {
-        timeout.bind::<DB>(a).execute(&mut *conn).await?;
-    }
-    let lock = if nowait { &f.lock_nowait } else { &f.lock };
-    let row = lock.bind::<DB>(a).fetch_optional(&mut *conn).await?;
-    Ok(row.is_some())
-}
-
-/// Opens a transaction on `pool` and takes the for-update row lock of `a.key` in it.
-/// A key without a row gets one first, created free in a statement of its own outside
-/// the transaction (so the transaction never waits on, or holds, a fresh insert), and
-/// then a new transaction locks it.
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
-pub(crate) async fn lock_in_transaction<DB>(
-    pool: &sqlx::Pool<DB>,
-    f: &ForUpdateStatements,
-    a: &Args,
-    nowait: bool,
-) -> Result<Option<sqlx::Transaction<'static, DB>>, sqlx::Error>
-where
-    DB: sqlx::Database + sqlx::database::HasStatementCache,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    DB::Arguments: sqlx::IntoArguments<DB>,
-    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-{
-    let mut tx = pool.begin().await?;
-    if lock_row::<DB>(&mut tx, f, a, nowait).await? {
-        return Ok(Some(tx));
-    }
-    tx.rollback().await?;
-    execute(pool, &f.ensure, a).await?;
-    let mut tx = pool.begin().await?;
-    if lock_row::<DB>(&mut tx, f, a, nowait).await? {
-        return Ok(Some(tx));
-    }
-    Ok(None)
-}
-
-/// Runs a statement and reads the first column of every row it returns.
-pub(crate) async fn fetch_column<DB, T>(
-    pool: &sqlx::Pool<DB>,
-    s: &Statement,
-    a: &Args,
-) -> Result<Vec<T>, sqlx::Error>
-where
-    DB: sqlx::Database + sqlx::database::HasStatementCache,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    DB::Arguments: sqlx::IntoArguments<DB>,
-    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> T: sqlx::Decode<'a, DB> + sqlx::Type<DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
-{
-    use sqlx::Row;
-    let rows = on_pool!(pool, s, |ex| s.bind::<DB>(a).fetch_all(ex))?;
-    rows.iter().map(|r| r.try_get(0)).collect()
-}
-
-/// What a batched renewal found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Renewal {
-    /// The keys still held, or `None` when every key of the batch was.
-    pub(crate) survivors: Option<Vec<String>>,
-    /// How many statements it took (one, or two on MariaDB after a loss).
-    pub(crate) statements: u32,
-}
-
-/// What an acquisition statement reports: the row as it stands after the statement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Grant {
-    pub(crate) owner: String,
-    pub(crate) token: i64,
-    pub(crate) expires_us: i64,
-    pub(crate) hold_count: i32,
-}
-
-/// A failed statement: its class decides whether the caller may retry.
-#[derive(Debug)]
-pub(crate) struct Failure {
-    pub(crate) class: Class,
-    pub(crate) error: Error,
-}
-
-impl From<Failure> for Error {
-    fn from(f: Failure) -> Self {
-        f.error
-    }
-}
-
-/// Every statement of one dialect, rendered for one table.
-#[derive(Debug, Clone)]
-pub(crate) struct Statements {
-    dialect: Dialect,
-    table: TableName,
-    lease_acquire: Statement,
-    lease_release: Statement,
-    lease_extend: Statement,
-    lease_renew: Statement,
-    /// MariaDB only: which leases of a batch survived, after a short renewal count.
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    lease_survivors: Option<Statement>,
-    lease_force_release: Statement,
-    insert_release: Statement,
-    sweep: Statement,
-    list: Statement,
-    pub(crate) fence: Statement,
-    /// The for-update strategy's statements; `None` where it is not supported.
-    pub(crate) for_update: Option<ForUpdateStatements>,
-    /// MariaDB only: the size of the Galera cluster the server belongs to, if any.
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    pub(crate) galera_check: Option<Statement>,
-}
-
-/// The statements of the for-update strategy.
-#[derive(Debug, Clone)]
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
-pub(crate) struct ForUpdateStatements {
-    /// PostgreSQL only: the transaction's lock_timeout. MariaDB waits in the statement.
-    pub(crate) timeout: Option<Statement>,
-    pub(crate) lock: Statement,
-    pub(crate) lock_nowait: Statement,
-    pub(crate) ensure: Statement,
-    pub(crate) grant: Statement,
-    pub(crate) keepalive: Statement,
-}
-
-/// How a handle's statements are sent, beyond their dialect.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Mode {
-    /// Releases also announce the freed key on the table's channel (PostgreSQL).
-    pub(crate) notify: bool,
-    /// Statements are unnamed and pinned by a transaction each (transaction pooling).
-    pub(crate) pinned: bool,
-}
-
-impl Statements {
-    pub(crate) fn new(dialect: Dialect, table: &TableName, mode: Mode) -> Self {
-        let t = templates(dialect);
-        let render =
-            |text| Statement::render(text, table, dialect.placeholders()).pinned(mode.pinned);
-        // With notifications on, the releases that free a key are the variants that
-        // announce it; the dialects without them never get here (refused by build()).
-        let notify = t.notify.as_ref().filter(|_| mode.notify);
-        let (lease_release, insert_release, lease_force_release) = match notify {
-            Some(n) => (n.lease_release, n.insert_release, n.lease_force_release),
-            None => (t.lease_release, t.insert_release, t.lease_force_release),
-        };
-        Self {
-            dialect,
-            table: table.clone(),
-            lease_acquire: render(t.lease_acquire),
-            lease_release: render(lease_release),
-            lease_extend: render(t.lease_extend),
-            lease_renew: render(t.lease_renew),
-            lease_survivors: t.lease_survivors.map(render),
-            lease_force_release: render(lease_force_release),
-            insert_release: render(insert_release),
-            sweep: render(t.sweep),
-            list: render(t.list),
-            fence: render(t.fence),
-            for_update: t.for_update.map(|f| ForUpdateStatements {
-                timeout: f.timeout.map(render),
-                lock: render(f.lock),
-                lock_nowait: render(f.lock_nowait),
-                ensure: render(f.ensure),
-                grant: render(f.grant),
-                keepalive: render(f.keepalive),
-            }),
-            galera_check: t.galera_check.map(render),
-        }
-    }
-
-    pub(crate) fn table(&self) -> &TableName {
-        &self.table
-    }
-
-    /// The crate error for a failed statement of this dialect.
-    fn error(&self, class: Class, source: sqlx::Error) -> Failure {
-        // Every strategy draws its connections from the application's pool.
-        if matches!(source, sqlx::Error::PoolTimedOut) {
-            return Failure {
-                class: Class::Other,
-                error: Error::PoolExhausted,
-            };
-        }
-        let error = match class {
-            Class::MissingTable => Error::MissingTable {
-                table: self.table.to_string(),
-                dialect: self.dialect.name(),
-                source,
-            },
-            Class::Unsupported => Error::Unsupported(format!(
-                "the server rejected sqlock's SQL ({source}); the mysql feature needs \
-                 MariaDB 10.5 or later"
-            )),
-            Class::Contention | Class::Other => Error::Database(source),
-        };
-        Failure { class, error }
-    }
-}
-
-/// The statement templates of one dialect, as written in `sql/<dialect>/`.
-struct Templates {
-    lease_acquire: &'static str,
-    lease_release: &'static str,
-    lease_extend: &'static str,
-    lease_renew: &'static str,
-    lease_survivors: Option<&'static str>,
-    lease_force_release: &'static str,
-    insert_release: &'static str,
-    sweep: &'static str,
-    list: &'static str,
-    fence: &'static str,
-    for_update: Option<ForUpdateTemplates>,
-    notify: Option<NotifyTemplates>,
-    galera_check: Option<&'static str>,
-}
-
-/// The releases that also announce the freed key (PostgreSQL only).
-struct NotifyTemplates {
-    lease_release: &'static str,
-    insert_release: &'static str,
-    lease_force_release: &'static str,
-}
-
-struct ForUpdateTemplates {
-    timeout: Option<&'static str>,
-    lock: &'static str,
-    lock_nowait: &'static str,
-    ensure: &'static str,
-    grant: &'static str,
-    keepalive: &'static str,
-}
-
-macro_rules! for_update_of {
-    ($dir:literal, $timeout:expr) => {
-        Some(ForUpdateTemplates {
-            timeout: $timeout,
-            lock: include_str!(concat!("../../sql/", $dir, "/for_update_lock.sql")),
-            lock_nowait: include_str!(concat!("../../sql/", $dir, "/for_update_lock_nowait.sql")),
-            ensure: include_str!(concat!("../../sql/", $dir, "/for_update_ensure.sql")),
-            grant: include_str!(concat!("../../sql/", $dir, "/for_update_grant.sql")),
-            keepalive: include_str!(concat!("../../sql/", $dir, "/for_update_keepalive.sql")),
-        })
-    };
-}
-
-macro_rules! templates_of {
-    ($dir:literal, $survivors:expr, $for_update:expr, $notify:expr, $galera:expr) => {
-        Templates {
-            lease_acquire: include_str!(concat!("../../sql/", $dir, "/lease_acquire.sql")),
-            lease_release: include_str!(concat!("../../sql/", $dir, "/lease_release.sql")),
-            lease_extend: include_str!(concat!("../../sql/", $dir, "/lease_extend.sql")),
-            lease_renew: include_str!(concat!("../../sql/", $dir, "/lease_renew.sql")),
-            lease_survivors: $survivors,
-            lease_force_release: include_str!(concat!(
-                "../../sql/",
-                $dir,
-                "/lease_force_release.sql"
-            )),
-            insert_release: include_str!(concat!("../../sql/", $dir, "/insert_release.sql")),
-            sweep: include_str!(concat!("../../sql/", $dir, "/sweep.sql")),
-            list: include_str!(concat!("../../sql/", $dir, "/list.sql")),
-            fence: include_str!(concat!("../../sql/", $dir, "/fence.sql")),
-            for_update: $for_update,
-            notify: $notify,
-            galera_check: $galera,
-        }
-    };
-}
-
-fn templates(dialect: Dialect) -> Templates {
+/// Sorts a database error of `dialect`: whether the caller may retry it.
+pub(crate) fn classify(dialect: Dialect, e: &sqlx::Error) -> Class {
     match dialect {
-        Dialect::Postgres => templates_of!(
-            "postgres",
-            None,
-            for_update_of!(
-                "postgres",
-                Some(include_str!("../../sql/postgres/for_update_timeout.sql"))
-            ),
-            Some(NotifyTemplates {
-                lease_release: include_str!("../../sql/postgres/lease_release_notify.sql"),
-                insert_release: include_str!("../../sql/postgres/insert_release_notify.sql"),
-                lease_force_release: include_str!(
-                    "../../sql/postgres/lease_force_release_notify.sql"
-                ),
-            }),
-            None
-        ),
-        Dialect::MySql => templates_of!(
-            "mysql",
-            Some(include_str!("../../sql/mysql/lease_survivors.sql")),
-            for_update_of!("mysql", None),
-            None,
-            Some(include_str!("../../sql/mysql/galera_check.sql"))
-        ),
-        // SQLite has no row locks.
-        Dialect::Sqlite => templates_of!("sqlite", None, None, None, None),
+        #[cfg(feature = "postgres")]
+        Dialect::Postgres => postgres::classify(e),
+        #[cfg(feature = "mysql")]
+        Dialect::MySql => mysql::classify(e),
+        #[cfg(feature = "sqlite")]
+        Dialect::Sqlite => sqlite::classify(e),
+        #[allow(unreachable_patterns)]
+        _ => Class::Other,
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sql::Param;
+/// One sweep batch as one statement, where the dialect's DELETE can skip locked rows.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+async fn sweep_in_one<DB: Runner>(
+    pool: &sqlx::Pool<DB>,
+    s: &Statements,
+    a: &Args,
+) -> Result<u64, sqlx::Error> {
+    DB::execute(pool, &s.sweep, a).await
+}
 
-    #[test]
-    fn notifying_releases_name_the_channel() {
-        let table = TableName::new("my_locks").unwrap();
-        let mode = Mode {
-            notify: true,
-            pinned: false,
-        };
-        let s = Statements::new(Dialect::Postgres, &table, mode);
-        for st in [&s.lease_release, &s.insert_release, &s.lease_force_release] {
-            assert!(st
-                .text()
-                .contains("pg_notify('my_locks_released', lock_key)"));
-            assert!(!st.text().contains('{'));
-        }
-        let plain = Statements::new(Dialect::Postgres, &table, Mode::default());
-        assert!(!plain.lease_release.text().contains("pg_notify"));
-    }
+/// A batched renewal in one statement whose `RETURNING` names the survivors.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+async fn renew_returning<DB: Runner>(
+    pool: &sqlx::Pool<DB>,
+    s: &Statements,
+    a: &Args,
+) -> Result<Renewal, sqlx::Error> {
+    Ok(Renewal {
+        survivors: Some(DB::fetch_strings(pool, &s.lease_renew, a).await?),
+        statements: 1,
+    })
+}
 
-    #[test]
-    fn every_template_renders() {
-        for dialect in [Dialect::Postgres, Dialect::MySql, Dialect::Sqlite] {
-            let s = Statements::new(
-                dialect,
-                &TableName::new("my_locks").unwrap(),
-                Mode::default(),
-            );
-            let all = [
-                &s.lease_acquire,
-                &s.lease_release,
-                &s.lease_extend,
-                &s.lease_renew,
-                &s.lease_force_release,
-                &s.insert_release,
-                &s.sweep,
-                &s.list,
-                &s.fence,
-            ];
-            let for_update = s
-                .for_update
-                .iter()
-                .flat_map(|f| [&f.lock, &f.lock_nowait, &f.ensure, &f.grant]);
-            // FenceConnection binds key, owner and token in this order, once each.
-            assert_eq!(
-                s.fence.params(),
-                [Param::Key, Param::Owner, Param::Token],
-                "{dialect}"
-            );
-            // These two name no table.
-            let tableless = s.for_update.iter().flat_map(|f| {
-                [Some(&f.keepalive), f.timeout.as_ref()]
-                    .into_iter()
-                    .flatten()
-            });
-            for st in tableless {
-                assert!(
-                    !st.text().contains("--") && !st.text().contains('{'),
-                    "{dialect}"
-                );
-            }
-            for st in all
-                .into_iter()
-                .chain(s.lease_survivors.as_ref())
-                .chain(for_update)
-            {
-                assert!(st.text().contains("my_locks"), "{dialect}");
-                assert!(!st.text().contains("{table}"), "{dialect}");
-                assert!(
-                    !st.text().contains("--"),
-                    "{dialect}: comments are stripped"
-                );
-            }
+/// Whether `e` is a lock wait that ran out (MariaDB's ER_LOCK_WAIT_TIMEOUT or
+/// ER_LOCK_NOWAIT), which rolls back the statement but not its transaction.
+pub(crate) fn is_lock_wait_timeout(dialect: Dialect, e: &sqlx::Error) -> bool {
+    match dialect {
+        #[cfg(feature = "mysql")]
+        Dialect::MySql => mysql::is_lock_wait_timeout(e),
+        _ => {
+            let _ = e;
+            false
         }
     }
 }

@@ -5,39 +5,31 @@
 use sqlx::mysql::MySqlDatabaseError;
 use sqlx::MySqlPool;
 
-use sqlx::{MySql, Transaction};
+use sqlx::MySql;
 
-use super::{execute, fetch_column, lock_in_transaction, Dialect, Failure, Renewal, Statements};
+use super::{Dialect, Failure, Renewal, Runner, Statements};
 use crate::error::Class;
-use crate::sql::{Args, Statement};
+use crate::sql::{batch_json, Args};
 
 pub(super) const DIALECT: Dialect = Dialect::MySql;
-
-pub(super) async fn lease_extend(
-    pool: &MySqlPool,
-    s: &Statement,
-    a: &Args,
-) -> Result<Option<i64>, sqlx::Error> {
-    let done = execute(pool, s, a).await?;
-    if done.rows_affected() == 0 {
-        return Ok(None);
-    }
-    // The statement hands the new expiry back through LAST_INSERT_ID(expr).
-    Ok(Some(
-        i64::try_from(done.last_insert_id()).unwrap_or(i64::MAX),
-    ))
-}
 
 pub(super) async fn lease_renew(
     pool: &MySqlPool,
     s: &Statements,
     a: &Args,
-    n: usize,
+    batch: &[(String, i64)],
 ) -> Result<Renewal, sqlx::Error> {
     // sqlx connects with CLIENT_FOUND_ROWS: the count is of matched rows, so a full
-    // count means every lease of the batch was renewed.
-    let matched = execute(pool, &s.lease_renew, a).await?.rows_affected();
-    if usize::try_from(matched).is_ok_and(|m| m >= n) {
+    // count means every lease of the batch was renewed. A row locked by another
+    // transaction fails the statement at once (it is told not to wait): the row of a
+    // lease that lapsed may be a for-update holder's, so the survivors are asked for,
+    // which waits on nothing, and renewed alone, waiting out short locks.
+    let matched = match Runner::execute(pool, &s.lease_renew, a).await {
+        Ok(rows) => Some(rows),
+        Err(e) if classify(&e) == Class::Contention => None,
+        Err(e) => return Err(e),
+    };
+    if matched.is_some_and(|m| usize::try_from(m).is_ok_and(|m| m >= batch.len())) {
         return Ok(Renewal {
             survivors: None,
             statements: 1,
@@ -48,32 +40,70 @@ pub(super) async fn lease_renew(
             "BUG: no lease_survivors statement".into(),
         ));
     };
-    Ok(Renewal {
-        survivors: Some(fetch_column(pool, survivors, a).await?),
-        statements: 2,
-    })
+    let survivors = Runner::fetch_strings(pool, survivors, a).await?;
+    if matched.is_some() {
+        return Ok(Renewal {
+            survivors: Some(survivors),
+            statements: 2,
+        });
+    }
+    let mut again = a.clone();
+    again.batch = batch_json(
+        batch
+            .iter()
+            .filter(|(k, _)| survivors.contains(k))
+            .map(|(k, t)| (k.as_str(), *t)),
+    );
+    let Some(renew_again) = &s.lease_renew_again else {
+        return Err(sqlx::Error::Protocol(
+            "BUG: no lease_renew_again statement".into(),
+        ));
+    };
+    let renewed = Runner::execute(pool, renew_again, &again).await?;
+    if usize::try_from(renewed).is_ok_and(|m| m >= survivors.len()) {
+        Ok(Renewal {
+            survivors: Some(survivors),
+            statements: 3,
+        })
+    } else {
+        // Another lease was lost in between: the next tick sorts it out.
+        Err(sqlx::Error::Protocol(
+            "a lease was lost while its batch was renewed".into(),
+        ))
+    }
 }
 
-/// One attempt at the for-update strategy's row lock, in a new transaction; the
-/// grant's token is drawn inside it and comes back through LAST_INSERT_ID(expr).
-pub(crate) async fn for_update(
+/// `Some(released)`. A locked row fails the statement at once (contention).
+pub(super) async fn lease_force_release(
     pool: &MySqlPool,
     s: &Statements,
     a: &Args,
-    nowait: bool,
-) -> Result<Option<(Transaction<'static, MySql>, i64)>, Failure> {
-    let Some(f) = &s.for_update else {
-        return Ok(None);
+) -> Result<Option<bool>, sqlx::Error> {
+    Ok(Some(
+        Runner::execute(pool, &s.lease_force_release, a).await? > 0,
+    ))
+}
+
+/// One batch of the sweep, in two steps of one transaction: lock the rows to reclaim,
+/// passing over rows another transaction holds (SKIP LOCKED, which MariaDB's DELETE
+/// lacks), then delete them by key.
+pub(super) async fn sweep(pool: &MySqlPool, s: &Statements, a: &Args) -> Result<u64, sqlx::Error> {
+    let Some(claim) = &s.sweep_claim else {
+        return Err(sqlx::Error::Protocol(
+            "BUG: no sweep_claim statement".into(),
+        ));
     };
-    let run = async {
-        let Some(mut tx) = lock_in_transaction(pool, f, a, nowait).await? else {
-            return Ok(None);
-        };
-        let done = f.grant.bind::<MySql>(a).execute(&mut *tx).await?;
-        let token = i64::try_from(done.last_insert_id()).unwrap_or(i64::MAX);
-        Ok(Some((tx, token)))
-    };
-    run.await.map_err(|e| s.error(classify(&e), e))
+    let mut tx = pool.begin().await?;
+    let keys = <MySql as Runner>::strings_on(&mut tx, claim, a).await?;
+    if keys.is_empty() {
+        tx.commit().await?;
+        return Ok(0);
+    }
+    let mut claimed = a.clone();
+    claimed.batch = batch_json(keys.iter().map(|k| (k.as_str(), 0)));
+    let deleted = <MySql as Runner>::execute_on(&mut tx, &s.sweep, &claimed).await?;
+    tx.commit().await?;
+    Ok(deleted)
 }
 
 /// The size of the Galera cluster this server is a node of, when it is one of more
@@ -85,7 +115,7 @@ pub(super) async fn galera_cluster_size(
     let Some(check) = &s.galera_check else {
         return Ok(None);
     };
-    match fetch_column::<_, i64>(pool, check, &Args::default()).await {
+    match Runner::fetch_i64s(pool, check, &Args::default()).await {
         Ok(sizes) => Ok(sizes.into_iter().next().filter(|&n| n > 1)),
         // ER_UNKNOWN_SYSTEM_VARIABLE: a server without wsrep is no Galera node.
         Err(e)
@@ -97,6 +127,13 @@ pub(super) async fn galera_cluster_size(
         }
         Err(e) => Err(s.error(classify(&e), e)),
     }
+}
+
+/// Whether `e` is ER_LOCK_WAIT_TIMEOUT or ER_LOCK_NOWAIT.
+pub(super) fn is_lock_wait_timeout(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
+        .is_some_and(|d| matches!(d.number(), 1205 | 3572))
 }
 
 /// Sorts MariaDB errors by error number.

@@ -1,61 +1,39 @@
-//! PostgreSQL: statements from `sql/postgres/`, results through `RETURNING`.
+//! PostgreSQL: statements from `sql/postgres/`, results through `RETURNING`, errors
+//! sorted by SQLSTATE.
 
 use sqlx::postgres::PgDatabaseError;
 use sqlx::PgPool;
 
-use sqlx::{Postgres, Row, Transaction};
-
-use super::{fetch_column, lock_in_transaction, Dialect, Failure, Renewal, Statements};
+use super::{Dialect, Renewal, Runner, Statements};
 use crate::error::Class;
-use crate::sql::{Args, Statement};
+use crate::sql::Args;
 
 pub(super) const DIALECT: Dialect = Dialect::Postgres;
 
-pub(super) async fn lease_extend(
-    pool: &PgPool,
-    s: &Statement,
-    a: &Args,
-) -> Result<Option<i64>, sqlx::Error> {
-    // At most one row: the new expiry, when the lease is still ours.
-    Ok(fetch_column(pool, s, a).await?.into_iter().next())
-}
+pub(super) use super::sweep_in_one as sweep;
 
 pub(super) async fn lease_renew(
     pool: &PgPool,
     s: &Statements,
     a: &Args,
-    _n: usize,
+    _batch: &[(String, i64)],
 ) -> Result<Renewal, sqlx::Error> {
-    Ok(Renewal {
-        survivors: Some(fetch_column(pool, &s.lease_renew, a).await?),
-        statements: 1,
-    })
+    super::renew_returning(pool, s, a).await
 }
 
-/// One attempt at the for-update strategy's row lock, in a new transaction; the
-/// grant's token is drawn inside it.
-pub(crate) async fn for_update(
+/// `Some(released)`, or `None` when the key's gate or row was taken (a for-update
+/// holder, an acquisition under way, a fenced transaction).
+pub(super) async fn lease_force_release(
     pool: &PgPool,
     s: &Statements,
     a: &Args,
-    nowait: bool,
-) -> Result<Option<(Transaction<'static, Postgres>, i64)>, Failure> {
-    let Some(f) = &s.for_update else {
-        return Ok(None);
-    };
-    let run = async {
-        let Some(mut tx) = lock_in_transaction(pool, f, a, nowait).await? else {
-            return Ok(None);
-        };
-        let token: i64 = f
-            .grant
-            .bind::<Postgres>(a)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get(0)?;
-        Ok(Some((tx, token)))
-    };
-    run.await.map_err(|e| s.error(classify(&e), e))
+) -> Result<Option<bool>, sqlx::Error> {
+    let rows = Runner::fetch_i64s(pool, &s.lease_force_release, a).await?;
+    Ok(match rows.first() {
+        None => Some(false),
+        Some(1) => Some(true),
+        Some(_) => None,
+    })
 }
 
 /// Sorts PostgreSQL errors by SQLSTATE.

@@ -6,31 +6,32 @@
 
 use sqlx::SqlitePool;
 
-use super::{fetch_column, Dialect, Renewal, Statements};
+use super::{Dialect, Renewal, Runner, Statements};
 use crate::error::Class;
-use crate::sql::{Args, Statement};
+use crate::sql::Args;
 
 pub(super) const DIALECT: Dialect = Dialect::Sqlite;
 
-pub(super) async fn lease_extend(
-    pool: &SqlitePool,
-    s: &Statement,
-    a: &Args,
-) -> Result<Option<i64>, sqlx::Error> {
-    // At most one row: the new expiry, when the lease is still ours.
-    Ok(fetch_column(pool, s, a).await?.into_iter().next())
-}
+pub(super) use super::sweep_in_one as sweep;
 
 pub(super) async fn lease_renew(
     pool: &SqlitePool,
     s: &Statements,
     a: &Args,
-    _n: usize,
+    _batch: &[(String, i64)],
 ) -> Result<Renewal, sqlx::Error> {
-    Ok(Renewal {
-        survivors: Some(fetch_column(pool, &s.lease_renew, a).await?),
-        statements: 1,
-    })
+    super::renew_returning(pool, s, a).await
+}
+
+/// `Some(released)`: SQLite has no row locks to be held up by.
+pub(super) async fn lease_force_release(
+    pool: &SqlitePool,
+    s: &Statements,
+    a: &Args,
+) -> Result<Option<bool>, sqlx::Error> {
+    Ok(Some(
+        Runner::execute(pool, &s.lease_force_release, a).await? > 0,
+    ))
 }
 
 /// Sorts SQLite errors by primary result code.

@@ -22,6 +22,7 @@ enum Param {
     Token,
     Strategy,
     WaitUs,
+    Setting,
 }
 
 /// A rendered statement.
@@ -88,6 +89,7 @@ impl Stmt {
                 "ttl_us" => Param::TtlUs,
                 "token" => Param::Token,
                 "strategy" => Param::Strategy,
+                "setting" => Param::Setting,
                 // The only other name the statements used here take.
                 _ => Param::WaitUs,
             };
@@ -135,6 +137,9 @@ impl Stmt {
                 Param::Strategy => query.bind(v.strategy.name()),
                 // Not waiting: the statements run here never wait in the database.
                 Param::WaitUs => query.bind(1_000_i64),
+                // The lock_timeout the for-update grant puts back: the benchmark's pools
+                // have none of their own.
+                Param::Setting => query.bind("0"),
             };
         }
         query
@@ -177,7 +182,7 @@ impl RawStatements {
             Dialect::Postgres => (
                 templates!("postgres"),
                 Some([
-                    Some(sql!("postgres", "for_update_timeout")),
+                    Some(sql!("postgres", "for_update_begin_nowait")),
                     Some(sql!("postgres", "for_update_lock_nowait")),
                     Some(sql!("postgres", "for_update_ensure")),
                     Some(sql!("postgres", "for_update_grant")),

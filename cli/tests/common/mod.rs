@@ -273,6 +273,17 @@ pub fn signal(pid: u32, sig: &str) {
     assert!(ok.success(), "kill -{sig} {pid}");
 }
 
+/// SIGKILLs the command of a SIGKILLed sqlock, which would run on without the lock.
+/// On Linux it died with sqlock (its parent-death signal) and may be reaped already,
+/// so finding no such process is fine.
+pub fn kill_orphan(pid: u32) {
+    let _ = Command::new("kill")
+        .arg("-KILL")
+        .arg(pid.to_string())
+        .stderr(Stdio::null())
+        .status();
+}
+
 /// Whether a process is still there (not yet reaped).
 pub fn alive(pid: u32) -> bool {
     Command::new("kill")

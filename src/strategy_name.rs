@@ -1,7 +1,11 @@
-//! The ways sqlock can hold a lock in a table, and when to choose which.
+//! The ways sqlock can hold a lock in a table, by name, and when to choose which: the
+//! [`Strategy`] a handle or a request names. Their protocols live in `strategy/`.
 
 use std::fmt;
 use std::str::FromStr;
+
+use crate::dialect::Dialect;
+use crate::error::{Error, Result};
 
 /// How a lock is held in the table. Chosen per handle
 /// ([`LockerBuilder::strategy`](crate::LockerBuilder::strategy)) or per request
@@ -15,9 +19,21 @@ use std::str::FromStr;
 /// | [`Insert`](Self::Insert) | a row with an owner and an expiry | no row at all | keys are many and short-lived, or the table should only show what is held |
 /// | [`ForUpdate`](Self::ForUpdate) | a row lock in an open transaction | a row nobody locks | the holder's writes must commit with the lock, or a dead holder must free it at once; not on Galera (refused there) |
 ///
-/// Use one strategy per key: the strategies share the table, not their bookkeeping.
-/// Lease and insert locks appear in [`Locker::list`](crate::Locker::list); a for-update
-/// lock does not, being invisible outside its transaction.
+/// # One key, one strategy
+///
+/// The strategies share the table, and the database holds a key for one strategy at a
+/// time: an acquisition of a key that a lock of another strategy holds sees it as held,
+/// as it would a holder of its own strategy. [`try_acquire`](crate::Locker::try_acquire)
+/// answers `Ok(None)` at once, [`acquire_timeout`](crate::Locker::acquire_timeout)
+/// answers [`Error::Timeout`](crate::Error::Timeout) at its deadline, no acquisition
+/// takes over a live hold of another strategy, and none waits on another strategy's
+/// row lock past the caller's own bound. Busy is busy: no error names the holder's
+/// strategy. Mixing strategies on a key is allowed, but each hold only excludes.
+///
+/// Lease and insert locks appear in [`Locker::list`](crate::Locker::list) and can be
+/// released by [`Locker::force_release`](crate::Locker::force_release); a for-update
+/// lock does not appear, being invisible outside its transaction, and ends only with
+/// its transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Strategy {
@@ -50,6 +66,17 @@ impl Strategy {
             Self::ForUpdate => "for-update",
         }
     }
+}
+
+/// Refuses a strategy the dialect cannot hold, before any SQL is sent.
+pub(crate) fn check_strategy(strategy: Strategy, dialect: Dialect) -> Result<()> {
+    if strategy == Strategy::ForUpdate && !dialect.has_row_locks() {
+        return Err(Error::StrategyUnsupported {
+            strategy: strategy.name(),
+            dialect: dialect.name(),
+        });
+    }
+    Ok(())
 }
 
 impl fmt::Display for Strategy {

@@ -1,0 +1,11 @@
+-- The sweeper's first step, in a transaction with sweep: lock at most :limit rows that
+-- expired at least :grace_us ago, oldest first, through the expiry index. SKIP LOCKED
+-- passes over rows another transaction holds, a for-update lock's above all, so a
+-- sweep never waits on a held lock. A row released this instant (its expiry is now)
+-- already counts: the bound is inclusive.
+SELECT lock_key FROM `{table}`
+WHERE expires_at <= UTC_TIMESTAMP(6) - INTERVAL :grace_us MICROSECOND
+  AND lock_strategy <> 'for-update'
+ORDER BY expires_at
+LIMIT :limit
+FOR UPDATE SKIP LOCKED

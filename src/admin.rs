@@ -1,0 +1,220 @@
+//! The operator's calls on a lock table: what is held ([`Locker::list`], and one key
+//! with [`Locker::lock_info`]), releasing a stuck lock by force, and sweeping expired
+//! rows. None of them waits on a lock another transaction holds.
+
+use std::time::Duration;
+
+use crate::error::{Class, Error, Result};
+use crate::locker::Locker;
+use crate::retry::{retry_contention, retry_failure};
+use crate::sql::Args;
+use crate::sweeper::{self, SweepOptions, SweeperHandle};
+use crate::validate;
+
+/// The most locks [`Locker::list`] reports.
+pub const MAX_LISTED: usize = 100_000;
+
+/// A held lock, as [`Locker::list`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The key.
+    pub key: String,
+    /// The strategy that holds it (`lease` or `insert`).
+    pub strategy: String,
+    /// The owner id of the holding handle.
+    pub owner: String,
+    /// The fencing token of the current grant.
+    pub fencing_token: i64,
+    /// How many reentrant holds the owner has.
+    pub hold_count: u32,
+    /// When the current holder took it (database clock).
+    pub acquired_at: chrono::DateTime<chrono::Utc>,
+    /// When it expires unless renewed (database clock).
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    /// How long until it expires, measured on the database clock.
+    pub expires_in: Duration,
+}
+
+impl From<crate::dialect::Listed> for LockInfo {
+    fn from(l: crate::dialect::Listed) -> Self {
+        use crate::strategy::lease::micros_to_utc;
+        Self {
+            key: l.key,
+            strategy: l.strategy,
+            owner: l.owner,
+            fencing_token: l.token,
+            hold_count: u32::try_from(l.hold_count).unwrap_or(0),
+            acquired_at: micros_to_utc(l.acquired_us),
+            expires_at: micros_to_utc(l.expires_us),
+            expires_in: Duration::from_micros(
+                u64::try_from(l.expires_us.saturating_sub(l.now_us)).unwrap_or(0),
+            ),
+        }
+    }
+}
+
+impl Locker {
+    /// Releases the lock on `key` whoever holds it: an operator's escape hatch for a
+    /// lock whose holder is stuck. Returns whether a live lease (or insert lock) was
+    /// released.
+    ///
+    /// The key's fencing token moves on, so the old holder's renewals, releases and
+    /// fenced writes fail from now on, and its [lost signal](crate::LockGuard::lost) fires
+    /// within one renewal period.
+    ///
+    /// A for-update lock cannot be released this way: it is a row lock in its holder's
+    /// transaction and ends with that transaction (end the holder's session to free
+    /// it). The call never waits for it: it tries again for about two seconds while
+    /// the key's row stays locked, then answers [`Error::RowLocked`].
+    ///
+    /// # Errors
+    ///
+    /// Bad keys before any SQL is sent; [`Error::RowLocked`]; database errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped the release may or may not have happened.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// if locker.force_release("nightly-report").await? {
+    ///     println!("released a stuck lock");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn force_release(&self, key: &str) -> Result<bool> {
+        validate::key(key)?;
+        let args = Args {
+            key: key.to_owned(),
+            ..Args::default()
+        };
+        match retry_failure(|| {
+            self.shared
+                .db
+                .lease_force_release(&self.shared.stmts, &args)
+        })
+        .await
+        {
+            Ok(released) => Ok(released),
+            Err(f) if f.class == Class::Contention => Err(Error::RowLocked {
+                key: key.to_owned(),
+            }),
+            Err(f) => Err(f.error),
+        }
+    }
+
+    /// The locks held now in this handle's table, whoever holds them, ordered by key
+    /// (at most [`MAX_LISTED`]). Times are the database's.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingTable`], [`Error::Database`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// for lock in locker.list().await? {
+    ///     println!("{} held by {} (token {}), {:?} left", lock.key, lock.owner,
+    ///         lock.fencing_token, lock.expires_in);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn list(&self) -> Result<Vec<LockInfo>> {
+        let args = Args {
+            limit: MAX_LISTED as i64,
+            ..Args::default()
+        };
+        let rows = retry_contention(|| self.shared.db.list(&self.shared.stmts, &args)).await?;
+        Ok(rows.into_iter().map(LockInfo::from).collect())
+    }
+
+    /// The lock on `key` if it is held now (a lease or insert lock, unexpired on the
+    /// database clock), as [`list`](Self::list) reports it; `None` when it is free. A
+    /// for-update lock is not seen: it lives in its holder's transaction.
+    ///
+    /// One statement, a lookup by primary key; it takes no lock.
+    ///
+    /// # Errors
+    ///
+    /// Bad keys before any SQL is sent; [`Error::MissingTable`], [`Error::Database`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// match locker.lock_info("nightly-report").await? {
+    ///     Some(info) => println!("held by {} for {:?} more", info.owner, info.expires_in),
+    ///     None => println!("free"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock_info(&self, key: &str) -> Result<Option<LockInfo>> {
+        validate::key(key)?;
+        let args = Args {
+            key: key.to_owned(),
+            ..Args::default()
+        };
+        let row = retry_contention(|| self.shared.db.lookup(&self.shared.stmts, &args)).await?;
+        Ok(row.map(LockInfo::from))
+    }
+
+    /// Reclaims every row of the lock table whose lease expired (and, with a grace,
+    /// expired long enough ago), batch by batch, and returns how many it deleted.
+    ///
+    /// Released leases count as expired: their rows go too. Held leases are never
+    /// touched, whoever holds them, and neither are the for-update strategy's rows,
+    /// which are reused by every lock of their key.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidBatch`] or [`Error::TtlTooLong`] (for the grace) before any SQL
+    /// is sent; database errors. Rows deleted by earlier batches stay deleted.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops between or during batches; a batch either deleted its
+    /// rows or did not.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// use std::time::Duration;
+    /// use sqlock::SweepOptions;
+    ///
+    /// let reclaimed = locker.sweep(SweepOptions::new().grace(Duration::from_secs(60))).await?;
+    /// println!("reclaimed {reclaimed} rows");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn sweep(&self, options: SweepOptions) -> Result<u64> {
+        sweeper::sweep(&self.shared, options).await
+    }
+
+    /// Runs [`sweep`](Self::sweep) every `every` in a background task, until the
+    /// returned handle is shut down or dropped. A failed sweep is logged and tried
+    /// again at the next interval.
+    ///
+    /// # Errors
+    ///
+    /// Bad options, as [`sweep`](Self::sweep), before the task starts; a zero
+    /// interval as [`Error::TtlTooShort`].
+    pub fn spawn_sweeper(&self, every: Duration, options: SweepOptions) -> Result<SweeperHandle> {
+        sweeper::spawn(self.shared.clone(), every, options)
+    }
+}

@@ -1,0 +1,281 @@
+//! [`LockerBuilder`]: the settings of a handle, with their defaults, checked once when
+//! the handle is built.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::dialect::{DbPool, Mode, Statements};
+use crate::error::{Error, Result};
+use crate::locker::Locker;
+use crate::strategy_name::{check_strategy, Strategy};
+use crate::table::{LockTable, Settings};
+use crate::validate::{self, TableName};
+
+/// How long a lease lasts unless renewed, by default.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// The first wait between two attempts on a busy lock, by default.
+pub const DEFAULT_POLL_MIN: Duration = Duration::from_millis(10);
+
+/// The longest wait between two attempts on a busy lock, by default.
+pub const DEFAULT_POLL_MAX: Duration = Duration::from_millis(500);
+
+/// The first wait between two attempts on a busy lock, by default, when releases wake
+/// waiters ([`LockerBuilder::notify_waiters`]): with each wait drawn from the upper
+/// half of its step, a waiter sends at most 20 statements a second.
+pub const DEFAULT_NOTIFY_POLL_MIN: Duration = Duration::from_millis(100);
+
+/// The longest wait between two attempts on a busy lock, by default, when releases
+/// wake waiters ([`LockerBuilder::notify_waiters`]).
+pub const DEFAULT_NOTIFY_POLL_MAX: Duration = Duration::from_secs(2);
+
+/// How often a for-update lock's connection is checked, by default.
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(5);
+
+/// Settings for a [`Locker`].
+#[derive(Debug, Clone)]
+#[must_use = "the builder does nothing itself, use .build()"]
+pub struct LockerBuilder {
+    db: DbPool,
+    table: Option<String>,
+    /// The settings the handle gets, which the handles made from it copy.
+    settings: Settings,
+    poll_set: bool,
+    notify_waiters: bool,
+    transaction_pooling: bool,
+}
+
+impl LockerBuilder {
+    /// The lock table. Defaults to `sqlock_locks`, the table the migrations create.
+    ///
+    /// The name is checked by [`build`](Self::build): see [`TableName`].
+    pub fn table(mut self, name: impl Into<String>) -> Self {
+        self.table = Some(name.into());
+        self
+    }
+
+    /// How long a lease lasts unless extended or renewed. Defaults to 30 seconds
+    /// ([`DEFAULT_TTL`]); a single request may override it with
+    /// [`LockRequest::ttl`](crate::LockRequest::ttl).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.settings.ttl = ttl;
+        self
+    }
+
+    /// The waits between attempts on a busy lock: the first is about `min`, each next
+    /// one doubles up to `max`, with random jitter. Defaults to 10 ms and 500 ms.
+    ///
+    /// With [`notify_waiters`](Self::notify_waiters) on, the defaults are 100 ms and
+    /// 2 s ([`DEFAULT_NOTIFY_POLL_MIN`], [`DEFAULT_NOTIFY_POLL_MAX`]) instead: a
+    /// release wakes its waiters, so polling is only the fallback.
+    pub fn poll_interval(mut self, min: Duration, max: Duration) -> Self {
+        self.settings.poll_min = min;
+        self.settings.poll_max = max;
+        self.poll_set = true;
+        self
+    }
+
+    /// Whether releases wake this handle's waiters at once through PostgreSQL's
+    /// `LISTEN`/`NOTIFY`, rather than leaving them to their next poll. Defaults to
+    /// `false`. PostgreSQL only.
+    ///
+    /// With it on, a release (and a [force release](Locker::force_release)) of a lease
+    /// or insert lock that frees the key also sends `pg_notify('<table>_released',
+    /// key)` in the same statement, so it stays one round trip. The handle, and the
+    /// handles made from it with [`Locker::new_handle`], share one listener: it holds
+    /// a connection of its own (opened like the pool's, counted outside it) from the
+    /// first wait until the last of those handles is dropped. A release wakes one
+    /// waiter of its key in each process, the one waiting longest, which tries again
+    /// at once; the others keep waiting (only one can have the lock), so each waiter
+    /// sends about one statement per release it is woken for, plus its polls.
+    ///
+    /// Notifications are a hint: correctness never rests on them. Waiters keep polling
+    /// underneath (with longer default waits, see
+    /// [`poll_interval`](Self::poll_interval)); a listener that cannot connect is
+    /// logged with `tracing` and retried with back-off while waiters poll. A lease
+    /// that lapses without a release announces nothing, and for-update waiters wait in
+    /// the database as before. Releases from handles without this setting announce
+    /// nothing either: turn it on for every handle on a table.
+    ///
+    /// # Errors
+    ///
+    /// [`build`](Self::build) refuses it with [`Error::SettingUnsupported`] on MariaDB and
+    /// SQLite, and with [`Error::InvalidSettings`] together with
+    /// [`transaction_pooling`](Self::transaction_pooling) (a transaction-pooling proxy
+    /// delivers notifications to whichever client holds the server connection).
+    pub fn notify_waiters(mut self, on: bool) -> Self {
+        self.notify_waiters = on;
+        self
+    }
+
+    /// Whether the pool connects through a transaction-pooling proxy, such as
+    /// PgBouncer with `pool_mode = transaction`. Defaults to `false`. PostgreSQL only.
+    ///
+    /// Such a proxy lends a server connection for one transaction at a time, so
+    /// nothing may rest on a session: sqlx's named prepared statements end up on the
+    /// wrong server connection, and so does the unnamed statement sqlx parses in one
+    /// round trip and executes in the next. With this on, every statement sqlock sends
+    /// is unnamed, and each runs in a transaction of its own (`BEGIN`, the statement,
+    /// `COMMIT`), which keeps it on one server connection; the for-update strategy's
+    /// statements run in its lock's transaction as always. Every strategy works this
+    /// way. The cost: an acquisition or release takes four round trips instead of one
+    /// or two.
+    ///
+    /// Session state sqlock never relies on: its advisory locks are transaction-scoped
+    /// and its `lock_timeout` is transaction-local. Waiter wake-ups by `LISTEN` cannot
+    /// work behind such a proxy, so [`notify_waiters`](Self::notify_waiters) is
+    /// refused with it. The proxy must pass `extra_float_digits` (PgBouncer:
+    /// `ignore_startup_parameters = extra_float_digits`). [`crate::migrate`] takes a
+    /// session advisory lock: run migrations on a direct connection.
+    ///
+    /// # Errors
+    ///
+    /// [`build`](Self::build) refuses it with [`Error::SettingUnsupported`] on MariaDB and
+    /// SQLite.
+    pub fn transaction_pooling(mut self, on: bool) -> Self {
+        self.transaction_pooling = on;
+        self
+    }
+
+    /// How the handle's locks are held in the table. Defaults to [`Strategy::Lease`];
+    /// a single request may choose another with
+    /// [`LockRequest::strategy`](crate::LockRequest::strategy).
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.settings.strategy = strategy;
+        self
+    }
+
+    /// How often a held for-update lock's connection is checked with a round trip, to
+    /// notice a connection the server ended and to keep an idle-in-transaction timeout
+    /// from ending it. Defaults to 5 seconds ([`DEFAULT_KEEPALIVE`]).
+    pub fn keepalive(mut self, every: Duration) -> Self {
+        self.settings.keepalive = every;
+        self
+    }
+
+    /// Whether the watchdog keeps this handle's leases alive until they are released.
+    /// Defaults to `true`; a single request may say otherwise with
+    /// [`LockRequest::auto_renew`](crate::LockRequest::auto_renew). Without renewal a lease
+    /// lapses at its TTL.
+    pub fn auto_renew(mut self, on: bool) -> Self {
+        self.settings.auto_renew = on;
+        self
+    }
+
+    /// How often the watchdog renews leases. Defaults to a third of each lease's TTL;
+    /// a value above half the TTL is taken as half the TTL.
+    pub fn renew_interval(mut self, every: Duration) -> Self {
+        self.settings.renew_interval = Some(every);
+        self
+    }
+
+    /// Checks the settings and makes the handle. Sends nothing to the database.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTableName`] for a bad table name, [`Error::TtlTooShort`] or
+    /// [`Error::TtlTooLong`] for a TTL out of range; [`Error::StrategyUnsupported`] for
+    /// the for-update strategy on SQLite; [`Error::SettingUnsupported`] and
+    /// [`Error::InvalidSettings`] for settings the server or each other rule out (see
+    /// [`notify_waiters`](Self::notify_waiters) and
+    /// [`transaction_pooling`](Self::transaction_pooling)).
+    pub fn build(mut self) -> Result<Locker> {
+        let table = match &self.table {
+            Some(name) => TableName::new(name)?,
+            None => TableName::default(),
+        };
+        validate::ttl(self.settings.ttl)?;
+        check_strategy(self.settings.strategy, self.db.dialect())?;
+        if self.settings.keepalive < validate::MIN_TTL {
+            return Err(Error::TtlTooShort {
+                ttl: self.settings.keepalive,
+                min: validate::MIN_TTL,
+            });
+        }
+        if let Some(every) = self.settings.renew_interval {
+            if every.is_zero() {
+                return Err(Error::TtlTooShort {
+                    ttl: every,
+                    min: validate::MIN_TTL,
+                });
+            }
+        }
+        let dialect = self.db.dialect();
+        let postgres_only = |setting| Error::SettingUnsupported {
+            setting,
+            dialect: dialect.name(),
+        };
+        if self.notify_waiters && !dialect.has_notifications() {
+            // Elsewhere waiters poll.
+            return Err(postgres_only("notify_waiters"));
+        }
+        if self.transaction_pooling && !dialect.supports_transaction_pooling() {
+            return Err(postgres_only("transaction_pooling"));
+        }
+        if self.notify_waiters && self.transaction_pooling {
+            return Err(Error::InvalidSettings(
+                "notify_waiters cannot work with transaction_pooling: a transaction-pooling \
+                 proxy hands LISTEN's server connection to other clients, and their \
+                 notifications with it; leave notify_waiters off (waiters poll)"
+                    .into(),
+            ));
+        }
+        if self.notify_waiters && !self.poll_set {
+            self.settings.poll_min = DEFAULT_NOTIFY_POLL_MIN;
+            self.settings.poll_max = DEFAULT_NOTIFY_POLL_MAX;
+        }
+        let mode = Mode {
+            notify: self.notify_waiters,
+            pinned: self.transaction_pooling,
+        };
+        let stmts = Statements::new(dialect, &table, mode);
+        #[cfg(feature = "postgres")]
+        let notifier = match &self.db {
+            DbPool::Postgres(pool) if self.notify_waiters => Some(Arc::new(
+                crate::notify::Notifier::new(pool, table.release_channel()),
+            )),
+            _ => None,
+        };
+        let shared = LockTable::new(
+            self.db,
+            stmts,
+            self.settings,
+            #[cfg(feature = "postgres")]
+            notifier,
+        );
+        Ok(Locker {
+            shared: Arc::new(shared),
+        })
+    }
+}
+
+impl Locker {
+    /// Starts building a handle on `pool` (a `PgPool`, `MySqlPool` or `SqlitePool`).
+    pub fn builder(pool: impl Into<DbPool>) -> LockerBuilder {
+        LockerBuilder {
+            db: pool.into(),
+            table: None,
+            settings: Settings {
+                ttl: DEFAULT_TTL,
+                poll_min: DEFAULT_POLL_MIN,
+                poll_max: DEFAULT_POLL_MAX,
+                auto_renew: true,
+                renew_interval: None,
+                strategy: Strategy::Lease,
+                keepalive: DEFAULT_KEEPALIVE,
+            },
+            poll_set: false,
+            notify_waiters: false,
+            transaction_pooling: false,
+        }
+    }
+
+    /// A handle with the default settings on `pool`.
+    ///
+    /// # Errors
+    ///
+    /// None with the defaults; the `Result` mirrors [`LockerBuilder::build`].
+    pub fn new(pool: impl Into<DbPool>) -> Result<Self> {
+        Self::builder(pool).build()
+    }
+}

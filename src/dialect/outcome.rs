@@ -1,0 +1,68 @@
+//! What statements report back to the layers above: grants, listed locks, renewals,
+//! and failures sorted by whether the caller may retry them.
+
+use crate::error::{Class, Error};
+
+/// One held lock as `list.sql` reports it.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    pub(crate) key: String,
+    pub(crate) strategy: String,
+    pub(crate) owner: String,
+    pub(crate) token: i64,
+    pub(crate) hold_count: i32,
+    pub(crate) acquired_us: i64,
+    pub(crate) expires_us: i64,
+    pub(crate) now_us: i64,
+}
+
+/// What a batched renewal found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Renewal {
+    /// The keys still held, or `None` when every key of the batch was.
+    pub(crate) survivors: Option<Vec<String>>,
+    /// How many statements it took (one, or two on MariaDB after a loss).
+    pub(crate) statements: u32,
+}
+
+/// What an acquisition statement reports: the row as it stands after the statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) owner: String,
+    pub(crate) token: i64,
+    pub(crate) expires_us: i64,
+    pub(crate) hold_count: i32,
+}
+
+impl Grant {
+    /// The row PostgreSQL's acquisition answers when the key's advisory gate was taken
+    /// (a for-update holder, or another acquisition under way): no grant, try again.
+    pub(crate) fn gate_closed(&self) -> bool {
+        self.hold_count == 0
+    }
+}
+
+/// A failed statement: its class decides whether the caller may retry.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) class: Class,
+    pub(crate) error: Error,
+}
+
+impl Failure {
+    /// The key's row or gate is held by another transaction.
+    pub(crate) fn row_locked(class: Class, key: &str) -> Self {
+        Self {
+            class,
+            error: Error::RowLocked {
+                key: key.to_owned(),
+            },
+        }
+    }
+}
+
+impl From<Failure> for Error {
+    fn from(f: Failure) -> Self {
+        f.error
+    }
+}

@@ -1,0 +1,101 @@
+//! The lost signal: how a holder learns that its lock is gone, and why.
+//!
+//! Every guard has one. The watchdog fires it for leases (a renewal found the lease no
+//! longer ours, or renewals failed until it may have lapsed, or its hold cap was
+//! reached); a for-update lock fires it when its transaction or connection ended.
+
+use tokio::sync::watch;
+
+/// Why a lock was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// A renewal found the lease no longer ours: released by an operator, taken by
+    /// another owner after it lapsed, or its row deleted.
+    NotHeld,
+    /// Renewals kept failing (the database unreachable, say) until the lease may have
+    /// lapsed.
+    Lapsed,
+    /// The lease reached its cap on total hold time and expired.
+    HoldCapReached,
+    /// The connection that held a for-update lock's transaction ended (killed, timed
+    /// out as idle in transaction, the server gone), and the lock with it.
+    ConnectionLost,
+    /// A for-update lock's transaction ended while its connection lived on: a statement
+    /// the holder ran in it failed and the server rolled the transaction back (a
+    /// deadlock or lock wait timeout on MariaDB; any error on PostgreSQL, where the
+    /// transaction can then only roll back).
+    TransactionEnded,
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NotHeld => "the lease is no longer held by this owner",
+            Self::Lapsed => "renewals failed until the lease may have lapsed",
+            Self::HoldCapReached => "the lease reached its hold cap and expired",
+            Self::ConnectionLost => "the connection holding the lock's transaction ended",
+            Self::TransactionEnded => {
+                "the lock's transaction ended: a statement in it failed and rolled it back"
+            }
+        })
+    }
+}
+
+/// A signal that fires when a held lock is lost; see [`LockGuard::lost`](crate::LockGuard::lost).
+///
+/// Clone it freely and move it into other tasks; it outlives the guard, and once fired
+/// it stays fired.
+#[derive(Debug, Clone)]
+pub struct LostSignal {
+    rx: watch::Receiver<Option<LostReason>>,
+}
+
+impl From<watch::Receiver<Option<LostReason>>> for LostSignal {
+    fn from(rx: watch::Receiver<Option<LostReason>>) -> Self {
+        Self { rx }
+    }
+}
+
+impl LostSignal {
+    /// Whether the lock was lost. Cheap: reads a shared value, sends nothing.
+    pub fn is_lost(&self) -> bool {
+        self.rx.borrow().is_some()
+    }
+
+    /// Why the lock was lost, if it was.
+    pub fn reason(&self) -> Option<LostReason> {
+        *self.rx.borrow()
+    }
+
+    /// Waits until the lock is lost and tells why. Returns at once if it already was.
+    ///
+    /// If the guard is released or dropped first, this waits forever: select it
+    /// against the work the lock protects, as in the README's example.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(guard: sqlock::LockGuard) {
+    /// let mut lost = guard.lost();
+    /// tokio::spawn(async move {
+    ///     let reason = lost.wait().await;
+    ///     eprintln!("lock lost: {reason}");
+    /// });
+    /// # }
+    /// ```
+    pub async fn wait(&mut self) -> LostReason {
+        // The value is copied out before anything else is awaited: the watch's read
+        // guard must not live across an await, or this future would not be `Send`.
+        let reason = self.rx.wait_for(Option::is_some).await.map(|r| *r);
+        match reason {
+            Ok(reason) => reason.unwrap_or(LostReason::NotHeld),
+            // The watchdog dropped the sender without firing: the guard was released.
+            Err(_) => std::future::pending().await,
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! Lock requests: [`LockRequest`], made by [`Locker::lock`](crate::Locker::lock), with
+//! the wait loop that polls (or is woken) until a lock is granted or a deadline passes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backoff::Backoff;
+use crate::error::{Class, Error, Result};
+use crate::guard::LockGuard;
+use crate::lost::LostReason;
+use crate::sql::Args;
+use crate::strategy::attempt::{attempt, Granted};
+use crate::strategy::lease::Renewal;
+use crate::strategy::Hold;
+use crate::strategy_name::{check_strategy, Strategy};
+use crate::table::LockTable;
+use crate::validate;
+
+/// How often an acquisition attempt that lost a deadlock or serialization race is
+/// tried again before it counts as busy.
+const CONTENTION_RETRIES: u32 = 5;
+
+/// The longest single wait of a for-update attempt in the database.
+const FOR_UPDATE_SLICE: Duration = Duration::from_secs(1);
+
+/// How long before a deadline a for-update attempt stops waiting in the database.
+const FOR_UPDATE_MARGIN: Duration = Duration::from_millis(50);
+
+/// A request for one lock, made by [`Locker::lock`](crate::Locker::lock).
+#[derive(Debug, Clone)]
+#[must_use = "a request does nothing until one of its acquire methods is awaited"]
+pub struct LockRequest<'a> {
+    shared: &'a Arc<LockTable>,
+    key: &'a str,
+    ttl: Option<Duration>,
+    auto_renew: Option<bool>,
+    max_hold: Option<Duration>,
+    timeout: Option<Duration>,
+    strategy: Option<Strategy>,
+}
+
+impl<'a> LockRequest<'a> {
+    /// A request for `key` on `shared`, with the handle's settings.
+    pub(crate) fn new(shared: &'a Arc<LockTable>, key: &'a str) -> Self {
+        Self {
+            shared,
+            key,
+            ttl: None,
+            auto_renew: None,
+            max_hold: None,
+            timeout: None,
+            strategy: None,
+        }
+    }
+
+    /// The lease's TTL for this request. Defaults to the handle's
+    /// ([`LockerBuilder::ttl`](crate::LockerBuilder::ttl)).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// How this lock is held in the table. Defaults to the handle's
+    /// ([`LockerBuilder::strategy`](crate::LockerBuilder::strategy)).
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = Some(strategy);
+        self
+    }
+
+    /// Whether the watchdog renews this lease. Defaults to the handle's
+    /// ([`LockerBuilder::auto_renew`](crate::LockerBuilder::auto_renew)).
+    pub fn auto_renew(mut self, on: bool) -> Self {
+        self.auto_renew = Some(on);
+        self
+    }
+
+    /// A cap on the total hold time: past it the watchdog renews the lease no more,
+    /// and its lost signal fires when it expires ([`LostReason::HoldCapReached`]).
+    /// Defaults to no cap.
+    pub fn max_hold(mut self, cap: Duration) -> Self {
+        self.max_hold = Some(cap);
+        self
+    }
+
+    /// How long the request waits for the lock: [`acquire`](Self::acquire) and
+    /// [`run`](Self::run) then answer [`Error::Timeout`] at the deadline, as
+    /// [`acquire_timeout`](Self::acquire_timeout) does. Defaults to no limit.
+    /// [`try_acquire`](Self::try_acquire) makes one attempt whatever it says, and
+    /// `acquire_timeout` takes its own.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Runs `work` while holding the lock; see
+    /// [`Locker::with_lock`](crate::Locker::with_lock). Waits for the
+    /// lock as [`timeout`](Self::timeout) says.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockLost`], [`Error::Timeout`], and as [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Locker::with_lock`](crate::Locker::with_lock).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let rows = locker
+    ///     .lock("rebuild-index")
+    ///     .ttl(Duration::from_secs(10))
+    ///     .timeout(Duration::from_secs(30))
+    ///     .run(|token| async move {
+    ///         // ... work fenced with `token` ...
+    ///         42
+    ///     })
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn run<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(i64) -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let key = self.key.to_owned();
+        let guard = self.acquire().await?;
+        let mut lost = guard.lost();
+        let work = work(guard.fencing_token());
+        let outcome = tokio::select! {
+            // Checked first: when both are ready, the loss wins.
+            biased;
+            reason = lost.wait() => Err(reason),
+            value = work => Ok(value),
+        };
+        let still_ours = guard.release().await;
+        match outcome {
+            Err(reason) => Err(Error::LockLost { key, reason }),
+            Ok(value) => match still_ours? {
+                true => Ok(value),
+                false => Err(Error::LockLost {
+                    key,
+                    reason: lost.reason().unwrap_or(LostReason::NotHeld),
+                }),
+            },
+        }
+    }
+
+    /// Takes the lock if it is free, expired, or already held by this handle, in one
+    /// statement; `Ok(None)` when another owner holds a live lease.
+    ///
+    /// A statement that loses a deadlock or serialization race is retried a few times;
+    /// if the race persists the lock is reported as held (`Ok(None)`).
+    ///
+    /// Waiting versions: [`acquire`](Self::acquire),
+    /// [`acquire_timeout`](Self::acquire_timeout).
+    ///
+    /// # Errors
+    ///
+    /// Bad input before any SQL is sent ([`Error::EmptyKey`], [`Error::KeyTooLong`],
+    /// [`Error::KeyContainsNul`], a TTL out of range); [`Error::MissingTable`];
+    /// [`Error::Database`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement runs in a task of its own, and if this future is gone
+    /// when it returns a grant, that task gives the lock back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// use sqlock::Strategy;
+    ///
+    /// let guard = locker.lock("invoice-run").strategy(Strategy::Insert).try_acquire().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_acquire(self) -> Result<Option<LockGuard>> {
+        let args = self.args()?;
+        let mut tries = 0;
+        loop {
+            match attempt(self.shared, &args, self.chosen_strategy(), true).await {
+                Ok(grant) => return Ok(grant.map(|(g, sent)| self.guard(args, g, sent))),
+                // Held by a lock of another strategy: a definite answer.
+                Err(f) if f.class == Class::Held => return Ok(None),
+                Err(f) if f.class == Class::Contention && tries < CONTENTION_RETRIES => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
+                }
+                Err(f) if f.class == Class::Contention => return Ok(None),
+                Err(f) => return Err(f.error),
+            }
+        }
+    }
+
+    /// Takes the lock, waiting for it as long as it takes, or until the request's
+    /// [`timeout`](Self::timeout) if it has one.
+    ///
+    /// Polls with capped exponential back-off and jitter (see
+    /// [`LockerBuilder::poll_interval`](crate::LockerBuilder::poll_interval)).
+    /// [`try_acquire`](Self::try_acquire) tries once;
+    /// [`acquire_timeout`](Self::acquire_timeout) gives up at a deadline.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] at the request's [`timeout`](Self::timeout), and as
+    /// [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future at any point leaves no lock held and no
+    /// connection taken (a lock the attempt in flight took is given back).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// use std::time::Duration;
+    ///
+    /// // The request's timeout bounds the wait.
+    /// let guard = locker.lock("invoice-run").timeout(Duration::from_secs(2)).acquire().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire(self) -> Result<LockGuard> {
+        let deadline = self.timeout.and_then(|t| Instant::now().checked_add(t));
+        self.wait(deadline).await
+    }
+
+    /// Takes the lock, waiting at most `timeout` for it.
+    ///
+    /// At the deadline the call returns [`Error::Timeout`], also when an attempt is in
+    /// flight then (waiting for a pooled connection included): that attempt finishes
+    /// in the background and gives back what it took. A timeout shorter than one round
+    /// trip (zero included) therefore always times out; use
+    /// [`try_acquire`](Self::try_acquire) for a single attempt.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] at the deadline; [`Error::PoolExhausted`] instead when no
+    /// connection could be had at all (every connection of the pool was taken for the
+    /// whole wait, and no attempt reached the database), or the pool's own acquire
+    /// timeout ran out first; and as [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// use std::time::Duration;
+    ///
+    /// let guard = locker
+    ///     .lock("invoice-run")
+    ///     .ttl(Duration::from_secs(5))
+    ///     .acquire_timeout(Duration::from_secs(1))
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_timeout(self, timeout: Duration) -> Result<LockGuard> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.wait(deadline).await
+    }
+
+    async fn wait(self, deadline: Option<Instant>) -> Result<LockGuard> {
+        let args = self.args()?;
+        let started = Instant::now();
+        let timed_out = || Error::Timeout {
+            key: self.key.to_owned(),
+            waited: started.elapsed(),
+        };
+        let shared = &self.shared;
+        let strategy = self.chosen_strategy();
+        let mut backoff = Backoff::new(shared.settings.poll_min, shared.settings.poll_max);
+        // Registered before the first attempt, so that a release announced while an
+        // attempt is under way still cuts the wait after it short.
+        #[cfg(feature = "postgres")]
+        let wakeups = wakeups(shared, strategy, &args.key);
+        let mut args = args;
+        let mut answered = false;
+        loop {
+            // A for-update attempt waits in the database, in slices of at most a second
+            // that end a little before the deadline: a caller who gives up never leaves
+            // a wait behind that could take the lock after it was told it timed out.
+            let slice = deadline.map_or(FOR_UPDATE_SLICE, |d| {
+                d.saturating_duration_since(Instant::now())
+                    .saturating_sub(FOR_UPDATE_MARGIN)
+                    .min(FOR_UPDATE_SLICE)
+            });
+            args.wait_us = i64::try_from(slice.as_micros()).unwrap_or(i64::MAX);
+            // MariaDB waits in whole seconds; shorter remainders poll without waiting.
+            let nowait = strategy != Strategy::ForUpdate
+                || slice < Duration::from_millis(1)
+                || (self.shared.db.dialect().waits_in_whole_seconds() && slice < FOR_UPDATE_SLICE);
+            // The deadline is the caller's: at it the answer is a timeout, also when the
+            // attempt in flight holds the pool's last connection itself. Only a wait in
+            // which no attempt ever had an answer from the database, while every
+            // connection of the pool was taken, is an exhausted pool.
+            let outcome = match deadline {
+                Some(d) => {
+                    match tokio::time::timeout_at(d, attempt(shared, &args, strategy, nowait)).await
+                    {
+                        Ok(outcome) => outcome,
+                        Err(_) if !answered && shared.db.is_exhausted() => {
+                            return Err(Error::PoolExhausted)
+                        }
+                        Err(_) => return Err(timed_out()),
+                    }
+                }
+                None => attempt(shared, &args, strategy, nowait).await,
+            };
+            answered = true;
+            match outcome {
+                Ok(Some((grant, sent))) => return Ok(self.guard(args, grant, sent)),
+                // The attempt waited in the database already: go again at once.
+                Ok(None) if !nowait => continue,
+                Ok(None) => {}
+                // Lost a deadlock or serialization race, or a lock of another strategy
+                // holds the key: the lock is busy, wait.
+                Err(f) if matches!(f.class, Class::Contention | Class::Held) => {}
+                Err(f) => return Err(f.error),
+            }
+            let wake = Instant::now() + backoff.next_delay();
+            let until = deadline.map_or(wake, |d| wake.min(d));
+            let sleep = tokio::time::sleep_until(until);
+            #[cfg(feature = "postgres")]
+            let woken = match &wakeups {
+                Some(w) => {
+                    tokio::select! {
+                        () = sleep => false,
+                        () = w.woken() => true,
+                    }
+                }
+                None => {
+                    sleep.await;
+                    false
+                }
+            };
+            #[cfg(not(feature = "postgres"))]
+            let woken = {
+                sleep.await;
+                false
+            };
+            if !woken && deadline.is_some_and(|d| until >= d) {
+                return Err(timed_out());
+            }
+        }
+    }
+
+    /// The strategy this request takes the lock with.
+    fn chosen_strategy(&self) -> Strategy {
+        self.strategy.unwrap_or(self.shared.settings.strategy)
+    }
+
+    fn args(&self) -> Result<Args> {
+        validate::key(self.key)?;
+        let shared = &self.shared;
+        let strategy = self.chosen_strategy();
+        check_strategy(strategy, self.shared.db.dialect())?;
+        let ttl_us = validate::ttl(self.ttl.unwrap_or(shared.settings.ttl))?;
+        Ok(Args {
+            key: self.key.to_owned(),
+            owner: shared.owner_text.clone(),
+            ttl_us,
+            strategy: strategy.name(),
+            ..Args::default()
+        })
+    }
+
+    fn guard(&self, mut args: Args, granted: Granted, sent: Instant) -> LockGuard {
+        let shared = &self.shared;
+        let renewal = Renewal {
+            ttl: self.ttl.unwrap_or(shared.settings.ttl),
+            auto_renew: self.auto_renew.unwrap_or(shared.settings.auto_renew),
+            max_hold: self.max_hold,
+        };
+        let (hold, lost) = Hold::start(shared, &mut args, granted, sent, renewal);
+        LockGuard::new(Arc::clone(shared), args, hold, lost)
+    }
+}
+
+/// A registration for release wake-ups of `key`, when the handle has them; the
+/// for-update strategy waits in the database instead.
+#[cfg(feature = "postgres")]
+fn wakeups(
+    table: &crate::table::LockTable,
+    strategy: Strategy,
+    key: &str,
+) -> Option<crate::notify::Subscription> {
+    if strategy == Strategy::ForUpdate {
+        return None;
+    }
+    table.notifier.as_ref().map(|n| n.subscribe(key))
+}

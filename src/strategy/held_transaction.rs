@@ -1,0 +1,322 @@
+//! A held for-update lock: its open transaction, lent to the holder, checked by a
+//! keepalive and whenever a loan ends, and ended by commit, rollback or drop.
+
+// Built without a server feature (SQLite only), the strategy has nothing to run on:
+// the code stays, refusing it, and its parameters go unused.
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "mysql")),
+    allow(unused_variables, dead_code)
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::{watch, MappedMutexGuard, Mutex, MutexGuard, Notify};
+
+use crate::dialect::Statements;
+use crate::error::Error;
+use crate::lost::LostReason;
+use crate::sql::{Args, Statement};
+
+/// The open transaction of a for-update lock, lent by
+/// [`LockGuard::transaction`](crate::LockGuard::transaction).
+///
+/// Run your own statements on it; they commit with
+/// [`LockGuard::commit`](crate::LockGuard::commit) (or
+/// [`release`](crate::LockGuard::release)) and are rolled back with the lock otherwise.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DbTransaction {
+    /// A PostgreSQL transaction.
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    /// A MariaDB transaction.
+    #[cfg(feature = "mysql")]
+    MySql(sqlx::Transaction<'static, sqlx::MySql>),
+}
+
+impl DbTransaction {
+    /// The PostgreSQL transaction, if this is one.
+    ///
+    /// ```no_run
+    /// # async fn example(guard: sqlock::LockGuard) -> Result<(), sqlx::Error> {
+    /// if let Some(mut tx) = guard.transaction().await {
+    ///     if let Some(pg) = tx.as_postgres_mut() {
+    ///         sqlx::query("UPDATE jobs SET done = TRUE WHERE id = 7").execute(&mut **pg).await?;
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "postgres")]
+    pub fn as_postgres_mut(&mut self) -> Option<&mut sqlx::Transaction<'static, sqlx::Postgres>> {
+        #[allow(unreachable_patterns)]
+        match self {
+            Self::Postgres(tx) => Some(tx),
+            _ => None,
+        }
+    }
+
+    /// The MariaDB transaction, if this is one.
+    #[cfg(feature = "mysql")]
+    pub fn as_mysql_mut(&mut self) -> Option<&mut sqlx::Transaction<'static, sqlx::MySql>> {
+        #[allow(unreachable_patterns)]
+        match self {
+            Self::MySql(tx) => Some(tx),
+            _ => None,
+        }
+    }
+
+    async fn commit(self) -> Result<(), sqlx::Error> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(tx) => tx.commit().await,
+            #[cfg(feature = "mysql")]
+            Self::MySql(tx) => tx.commit().await,
+        }
+    }
+
+    async fn rollback(self) -> Result<(), sqlx::Error> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(tx) => tx.rollback().await,
+            #[cfg(feature = "mysql")]
+            Self::MySql(tx) => tx.rollback().await,
+        }
+    }
+
+    /// Runs a statement in the transaction and tells whether it returned a row.
+    async fn fetch_check(
+        &mut self,
+        statement: &Statement,
+        args: &Args,
+    ) -> Result<bool, sqlx::Error> {
+        // Matched as a place, so that a build with neither server feature (no variants)
+        // still compiles.
+        match *self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(ref mut tx) => statement
+                .bind::<sqlx::Postgres>(args)
+                .fetch_optional(&mut **tx)
+                .await
+                .map(|row| row.is_some()),
+            #[cfg(feature = "mysql")]
+            Self::MySql(ref mut tx) => statement
+                .bind::<sqlx::MySql>(args)
+                .fetch_optional(&mut **tx)
+                .await
+                .map(|row| row.is_some()),
+        }
+    }
+}
+
+/// The open transaction of a for-update lock, lent to the holder by
+/// [`LockGuard::transaction`](crate::LockGuard::transaction): derefs to
+/// [`DbTransaction`].
+///
+/// When it is dropped (the holder is done with it for now), the lock checks its
+/// transaction at once, in the background: a statement the holder ran may have failed
+/// and ended it (a deadlock on MariaDB rolls the whole transaction back and frees the
+/// row lock; any error on PostgreSQL leaves the transaction able only to roll back).
+/// The guard's [lost signal](crate::LockGuard::lost) then fires, and
+/// [`commit`](crate::LockGuard::commit) answers [`Error::LockLost`]. After a statement
+/// of yours failed, run nothing more in it: on MariaDB a later statement would run on
+/// its own, outside the lock.
+#[derive(Debug)]
+pub struct LentTransaction<'a> {
+    tx: MappedMutexGuard<'a, DbTransaction>,
+    hold: &'a TxHold,
+}
+
+impl std::ops::Deref for LentTransaction<'_> {
+    type Target = DbTransaction;
+
+    fn deref(&self) -> &DbTransaction {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for LentTransaction<'_> {
+    fn deref_mut(&mut self) -> &mut DbTransaction {
+        &mut self.tx
+    }
+}
+
+/// Asks the lock to check its transaction now; see the type's docs.
+impl Drop for LentTransaction<'_> {
+    fn drop(&mut self) {
+        self.hold.lent.store(true, Ordering::Release);
+        self.hold.check_now.notify_one();
+    }
+}
+
+/// A held for-update lock: the transaction, shared between the guard and its
+/// keepalive task.
+#[derive(Debug)]
+pub(crate) struct TxHold {
+    tx: Mutex<Option<DbTransaction>>,
+    lost: watch::Sender<Option<LostReason>>,
+    keepalive: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Wakes the keepalive to check the transaction at once.
+    check_now: Arc<Notify>,
+    /// Whether the transaction was lent since it was last checked.
+    lent: AtomicBool,
+    /// Whether the transaction still shows the grant (`for_update_check.sql`).
+    check: Option<Statement>,
+    /// The grant's key, owner and token, for the check.
+    args: Args,
+}
+
+impl TxHold {
+    /// Wraps a transaction that holds a row lock, and starts its keepalive, which
+    /// checks the transaction every `every` and whenever it comes back from a loan.
+    pub(crate) fn start(
+        tx: DbTransaction,
+        stmts: &Statements,
+        args: Args,
+        every: Duration,
+    ) -> (Arc<Self>, watch::Receiver<Option<LostReason>>) {
+        let (lost, rx) = watch::channel(None);
+        let check_now = Arc::new(Notify::new());
+        let hold = Arc::new(Self {
+            tx: Mutex::new(Some(tx)),
+            lost,
+            keepalive: std::sync::Mutex::new(None),
+            check_now: check_now.clone(),
+            lent: AtomicBool::new(false),
+            check: stmts.for_update.as_ref().map(|f| f.check.clone()),
+            args,
+        });
+        let weak = Arc::downgrade(&hold);
+        let task = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks.tick().await;
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    () = check_now.notified() => {}
+                }
+                let Some(hold) = weak.upgrade() else { return };
+                let mut slot = hold.tx.lock().await;
+                let Some(tx) = slot.as_mut() else { return };
+                hold.lent.store(false, Ordering::Release);
+                if let Err(reason) = check_transaction(tx, hold.check.as_ref(), &hold.args).await {
+                    tracing::warn!(key = %hold.args.key, %reason,
+                        "a for-update lock's transaction ended; the lock is lost");
+                    hold.lost.send_replace(Some(reason));
+                    return;
+                }
+            }
+        });
+        *hold.keepalive.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        (hold, rx)
+    }
+
+    /// The transaction, while the lock is held.
+    pub(crate) async fn transaction(&self) -> Option<LentTransaction<'_>> {
+        if self.lost.borrow().is_some() {
+            return None;
+        }
+        let tx = MutexGuard::try_map(self.tx.lock().await, Option::as_mut).ok()?;
+        Some(LentTransaction { tx, hold: self })
+    }
+
+    fn stop_keepalive(&self) {
+        if let Some(task) = self
+            .keepalive
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+    }
+
+    /// Commits, ending the lock. `Ok(false)` when the transaction was already gone
+    /// (its connection ended, or a failed statement of the holder rolled it back): the
+    /// lock had been lost and nothing was committed.
+    pub(crate) async fn commit(&self) -> Result<bool, Error> {
+        // The transaction first, then the keepalive stopped: a check under way finishes
+        // (and records what it found) rather than being cut off half way.
+        let mut slot = self.tx.lock().await;
+        self.stop_keepalive();
+        let Some(mut tx) = slot.take() else {
+            return Ok(false);
+        };
+        drop(slot);
+        if self.lost.borrow().is_some() {
+            let _ = tx.rollback().await;
+            return Ok(false);
+        }
+        // The holder's own statements may have ended the transaction: a COMMIT would
+        // then answer as if all was well (PostgreSQL turns it into a rollback, MariaDB
+        // commits whatever ran after the rollback on its own).
+        if self.lent.swap(false, Ordering::AcqRel) {
+            if let Err(reason) = check_transaction(&mut tx, self.check.as_ref(), &self.args).await {
+                self.lost.send_replace(Some(reason));
+                let _ = tx.rollback().await;
+                return Ok(false);
+            }
+        }
+        match tx.commit().await {
+            Ok(()) => Ok(true),
+            Err(e) if connection_gone(&e) => {
+                self.lost.send_replace(Some(LostReason::ConnectionLost));
+                Ok(false)
+            }
+            Err(e) => Err(Error::Database(e)),
+        }
+    }
+
+    /// Rolls back, ending the lock.
+    pub(crate) async fn rollback(&self) -> Result<(), Error> {
+        self.stop_keepalive();
+        match self.tx.lock().await.take() {
+            Some(tx) => match tx.rollback().await {
+                Err(e) if !connection_gone(&e) => Err(Error::Database(e)),
+                // A connection that is gone has rolled back already.
+                _ => Ok(()),
+            },
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the lock without waiting: the transaction is dropped, and sqlx rolls it
+    /// back when the connection goes back to the pool. Needs a runtime context (the
+    /// connection's return is spawned on it).
+    pub(crate) fn abandon(&self) {
+        self.stop_keepalive();
+        if let Ok(mut slot) = self.tx.try_lock() {
+            slot.take();
+        }
+    }
+}
+
+/// Whether the transaction still holds the lock: `Err` with the reason when it is gone.
+async fn check_transaction(
+    tx: &mut DbTransaction,
+    check: Option<&Statement>,
+    args: &Args,
+) -> Result<(), LostReason> {
+    let Some(check) = check else { return Ok(()) };
+    match tx.fetch_check(check, args).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(LostReason::TransactionEnded),
+        Err(e) if connection_gone(&e) => Err(LostReason::ConnectionLost),
+        Err(_) => Err(LostReason::TransactionEnded),
+    }
+}
+
+/// Whether a failed statement means the connection is gone (so the server has ended
+/// the transaction and its locks).
+fn connection_gone(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed
+    ) || e
+        .as_database_error()
+        .is_some_and(|d| d.message().contains("terminat") || d.message().contains("killed"))
+}

@@ -1,0 +1,151 @@
+//! Deadlines name the right error: a deadline reached while the lock is held by
+//! another owner is `Error::Timeout`, also when the request's own attempt has the
+//! pool's only connection at that moment; `LockRequest::timeout` bounds `acquire` too;
+//! and with `try_acquire` it still means one attempt.
+#![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+
+mod common;
+
+use std::time::Duration;
+
+use sqlock::{Dialect, Error, Locker, Strategy};
+use tokio::time::timeout;
+
+/// A liveness bound only.
+const GUARD: Duration = Duration::from_secs(10);
+
+const DEADLINE: Duration = Duration::from_millis(300);
+
+/// Each backend with each strategy it has: for-update on the servers only.
+async fn cases(name: &str) -> Vec<(common::Backend, Strategy)> {
+    let mut out = Vec::new();
+    for b in common::backends(name).await {
+        for s in [Strategy::Lease, Strategy::Insert, Strategy::ForUpdate] {
+            if s == Strategy::ForUpdate && b.dialect == Dialect::Sqlite {
+                continue;
+            }
+            out.push((b.clone(), s));
+        }
+    }
+    out
+}
+
+/// A pool of one connection, used by nothing but the waiter's own attempts: at the
+/// deadline the answer is `Timeout`, never `PoolExhausted`. The waiter polls almost
+/// without pause, so that its deadline often falls while an attempt is in flight; every
+/// case runs at once, each in a task of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_on_a_one_connection_pool_is_a_timeout() -> anyhow::Result<()> {
+    const ROUNDS: usize = 40;
+    for b in common::backends("dl_one_conn").await {
+        b.fresh_table().await?;
+    }
+    let mut runs = Vec::new();
+    for (b, strategy) in cases("dl_one_conn").await {
+        let what = format!("{} {strategy}", b.dialect);
+        let key = format!("{strategy}-key");
+        let holder = b.builder().await?.strategy(strategy).build()?;
+        let g = holder.try_acquire(&key).await?.expect("free");
+        let waiter = Locker::builder(b.pool_with(1).await?)
+            .table(&b.table)
+            .strategy(strategy)
+            .poll_interval(Duration::from_micros(200), Duration::from_millis(1))
+            .build()?;
+        runs.push(tokio::spawn(async move {
+            let (mut exhausted, mut other) = (0, Vec::new());
+            for _ in 0..ROUNDS {
+                match timeout(GUARD, waiter.acquire_timeout(&key, DEADLINE)).await {
+                    Ok(Err(Error::Timeout { .. })) => {}
+                    Ok(Err(Error::PoolExhausted)) => exhausted += 1,
+                    r => other.push(format!("{r:?}")),
+                }
+            }
+            let mut problems = Vec::new();
+            if exhausted > 0 {
+                problems.push(format!(
+                    "{what}: {exhausted} of {ROUNDS} acquire_timeout({DEADLINE:?}) calls said \
+                     PoolExhausted, though the only connection was taken by their own attempt"
+                ));
+            }
+            if !other.is_empty() {
+                problems.push(format!(
+                    "{what}: expected Error::Timeout, got {}",
+                    other.join(", ")
+                ));
+            }
+            assert!(g.release().await?, "{what}");
+            anyhow::Ok(problems)
+        }));
+    }
+    let mut problems = Vec::new();
+    for run in runs {
+        problems.extend(run.await??);
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    Ok(())
+}
+
+/// `lock(k).timeout(d).acquire()` gives up at the deadline, as `acquire_timeout(d)`.
+/// Every case runs at once, each in a task of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_timeout_bounds_acquire() -> anyhow::Result<()> {
+    for b in common::backends("dl_request").await {
+        b.fresh_table().await?;
+    }
+    let mut runs = Vec::new();
+    for (b, strategy) in cases("dl_request").await {
+        let what = format!("{} {strategy}", b.dialect);
+        let key = format!("{strategy}-key");
+        let holder = b.builder().await?.strategy(strategy).build()?;
+        let g = holder.try_acquire(&key).await?.expect("free");
+        let waiter = b.builder().await?.strategy(strategy).build()?;
+        runs.push(tokio::spawn(async move {
+            let r = timeout(GUARD, waiter.lock(&key).timeout(DEADLINE).acquire()).await;
+            let problem = match r {
+                Ok(Err(Error::Timeout { .. })) => None,
+                Err(_) => Some(format!(
+                    "{what}: lock(k).timeout({DEADLINE:?}).acquire() did not return within \
+                     {GUARD:?}"
+                )),
+                Ok(r) => Some(format!("{what}: expected Error::Timeout, got {r:?}")),
+            };
+            assert!(g.release().await?, "{what}");
+            anyhow::Ok(problem)
+        }));
+    }
+    let mut problems = Vec::new();
+    for run in runs {
+        problems.extend(run.await??);
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    Ok(())
+}
+
+/// With `try_acquire`, a request timeout still means one attempt: `None` at once on a
+/// held key, not a wait of the timeout's length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_timeout_leaves_try_acquire_one_attempt() -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for b in common::backends("dl_try").await {
+        b.fresh_table().await?;
+    }
+    for (b, strategy) in cases("dl_try").await {
+        let what = format!("{} {strategy}", b.dialect);
+        let key = format!("{strategy}-key");
+        let holder = b.builder().await?.strategy(strategy).build()?;
+        let g = holder.try_acquire(&key).await?.expect("free");
+        let waiter = b.builder().await?.strategy(strategy).build()?;
+        // Longer than the guard: a call that waited for it would not answer in time.
+        let request = waiter
+            .lock(&key)
+            .timeout(Duration::from_secs(30))
+            .try_acquire();
+        match timeout(GUARD, request).await {
+            Ok(Ok(None)) => {}
+            r => problems.push(format!("{what}: expected Ok(None) at once, got {r:?}")),
+        }
+        assert!(g.release().await?, "{what}");
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    Ok(())
+}
