@@ -2,6 +2,9 @@
 # Server instances of the fault tests' own, which those tests stop and start: a second
 # PostgreSQL cluster on 127.0.0.1:5433 and a second MariaDB on 127.0.0.1:3307, each
 # with a database `test`. The main servers (5432, 3306) are never touched.
+# The scheduled-sweep tests need a scheduler inside each: the PostgreSQL cluster loads
+# pg_cron (Debian's postgresql-<version>-cron, installed here when missing) with its
+# jobs run from database `test`, and the MariaDB instance runs with event_scheduler=ON.
 #
 #   scripts/fault-db.sh up                  create (first time) and start both
 #   scripts/fault-db.sh down                stop both
@@ -17,6 +20,10 @@ MY_SOCK=$MY_DIR/mysqld.sock
 MY_PID=$MY_DIR/mysqld.pid
 
 log() { printf 'fault-db: %s\n' "$*" >&2; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
 
 wait_for() {
     for _ in $(seq 1 120); do
@@ -38,6 +45,20 @@ postgres() {
             pg_createcluster "$v" "$PG_CLUSTER" -p "$PG_PORT" >/dev/null
             sed -i '1i local all all trust\nhost all all 127.0.0.1/32 trust' \
                 "/etc/postgresql/$v/$PG_CLUSTER/pg_hba.conf"
+        fi
+        if [ ! -e "/usr/share/postgresql/$v/extension/pg_cron.control" ]; then
+            log "installing pg_cron for PostgreSQL $v"
+            as_root apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq \
+                "postgresql-$v-cron" >/dev/null
+        fi
+        # pg_cron runs its jobs from `test`, in background workers (no connection
+        # back through pg_hba needed). Loaded at start: a running cluster that does
+        # not load it yet is restarted by `up`.
+        local conf=/etc/postgresql/$v/$PG_CLUSTER/conf.d/sqlock-cron.conf
+        if [ ! -e "$conf" ]; then
+            printf '%s\n' "shared_preload_libraries = 'pg_cron'" \
+                "cron.database_name = 'test'" "cron.use_background_workers = on" >"$conf"
         fi
         ;;
     start)
@@ -68,10 +89,13 @@ mariadb() {
             start-stop-daemon --start --background --pidfile "$MY_PID" --exec /usr/sbin/mariadbd -- \
                 --no-defaults --user=mysql --datadir="$MY_DIR" --port="$MY_PORT" \
                 --bind-address=127.0.0.1 --socket="$MY_SOCK" --pid-file="$MY_PID" \
-                --skip-name-resolve --innodb-buffer-pool-size=32M --log-error="$MY_DIR/error.log"
+                --skip-name-resolve --innodb-buffer-pool-size=32M --log-error="$MY_DIR/error.log" \
+                --event-scheduler=ON
             wait_for mariadb_ping
         fi
+        # Also for an instance started by an earlier version of this script.
         command mariadb --socket="$MY_SOCK" -uroot -e "
+            SET GLOBAL event_scheduler = ON;
             CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
             GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
             CREATE DATABASE IF NOT EXISTS test;"
@@ -88,8 +112,14 @@ case ${1:-} in
 up)
     postgres create
     postgres start
+    if [ "$(psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -tAc "SHOW shared_preload_libraries")" != pg_cron ]; then
+        log "restarting PostgreSQL cluster $PG_CLUSTER to load pg_cron"
+        postgres stop
+        postgres start
+    fi
     psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'test'" | grep -q 1 ||
         psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -qc "CREATE DATABASE test"
+    psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d test -qc "CREATE EXTENSION IF NOT EXISTS pg_cron"
     mariadb create
     mariadb start
     log "PostgreSQL on 127.0.0.1:$PG_PORT and MariaDB on 127.0.0.1:$MY_PORT are ready"

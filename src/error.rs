@@ -188,6 +188,44 @@ pub enum Error {
         dialect: &'static str,
     },
 
+    /// Occurs when [`Locker::schedule_sweep`](crate::Locker::schedule_sweep) is given an
+    /// interval the database's scheduler cannot keep (not whole seconds, longer than a
+    /// day, or not a cron schedule for pg_cron). Reported before any SQL is sent, but
+    /// for pg_cron's version, which is read first.
+    #[error("cannot schedule a sweep every {every:?}: {reason}")]
+    InvalidSchedule {
+        /// The interval asked for.
+        every: Duration,
+        /// Why it cannot be kept.
+        reason: String,
+    },
+
+    /// Occurs when a sweep is to be scheduled inside a database that has no scheduler
+    /// ready: SQLite (which has none), PostgreSQL without pg_cron loaded and created in
+    /// this database, MariaDB with the event scheduler off. The hint says what to set.
+    #[error("{dialect} cannot schedule the sweep: {hint}")]
+    SchedulerUnavailable {
+        /// The database's dialect name.
+        dialect: &'static str,
+        /// What to set, or what to use instead.
+        hint: String,
+    },
+
+    /// Occurs when the sweep procedure that sqlock's migrations create does not exist:
+    /// the database was migrated by an earlier version, or the table created some
+    /// other way.
+    #[error(
+        "the sweep procedure {name:?} does not exist: apply sqlock's migrations \
+         (sqlock::migrate, `sqlock migrate`, or `sqlx migrate run --source \
+         migrations/{dialect}`), or create it with the DDL from sqlock::schema"
+    )]
+    MissingSweepProcedure {
+        /// The procedure's name, `<table>_sweep`.
+        name: String,
+        /// The dialect's migration folder name.
+        dialect: &'static str,
+    },
+
     /// Occurs when [`LockerBuilder::build`](crate::LockerBuilder::build) is given
     /// settings that cannot work together.
     #[error("invalid locker settings: {0}")]

@@ -73,6 +73,7 @@ mod request;
 // What the API is made of: the strategies and the keepers, over the lock table.
 mod strategy;
 mod strategy_name;
+mod sweep_schedule;
 mod sweeper;
 mod table;
 mod watchdog;
@@ -107,6 +108,7 @@ pub use request::LockRequest;
 pub use schema::{migrate, schema, MIGRATIONS_TABLE};
 pub use strategy::held_transaction::{DbTransaction, LentTransaction};
 pub use strategy_name::{Strategy, UnknownStrategy};
+pub use sweep_schedule::{ScheduledSweep, MAX_SWEEP_INTERVAL, SCHEDULED_SWEEP_BATCHES};
 pub use sweeper::{SweepOptions, SweeperHandle, MAX_SWEEP_BATCH};
 pub use validate::{
     TableName, DEFAULT_TABLE, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,

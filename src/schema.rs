@@ -24,9 +24,10 @@ struct File {
     sql: &'static str,
 }
 
-macro_rules! files_of {
+/// The migration that creates the lock table, in `migrations/$dir/`.
+macro_rules! create_table {
     ($dir:literal) => {
-        &[File {
+        File {
             version: 20261122000000,
             description: "create sqlock locks",
             sql: include_str!(concat!(
@@ -34,15 +35,31 @@ macro_rules! files_of {
                 $dir,
                 "/20261122000000_create_sqlock_locks.sql"
             )),
-        }]
+        }
+    };
+}
+
+/// The migration that creates the sweep procedure, for a scheduler inside the
+/// database; SQLite has none.
+macro_rules! create_sweep {
+    ($dir:literal) => {
+        File {
+            version: 20261124000000,
+            description: "create sqlock sweep",
+            sql: include_str!(concat!(
+                "../migrations/",
+                $dir,
+                "/20261124000000_create_sqlock_sweep.sql"
+            )),
+        }
     };
 }
 
 fn files(dialect: Dialect) -> &'static [File] {
     match dialect {
-        Dialect::Postgres => files_of!("postgres"),
-        Dialect::MySql => files_of!("mysql"),
-        Dialect::Sqlite => files_of!("sqlite"),
+        Dialect::Postgres => &[create_table!("postgres"), create_sweep!("postgres")],
+        Dialect::MySql => &[create_table!("mysql"), create_sweep!("mysql")],
+        Dialect::Sqlite => &[create_table!("sqlite")],
     }
 }
 

@@ -27,6 +27,9 @@ pub(crate) enum Param {
     Strategy,
     WaitUs,
     Setting,
+    Schedule,
+    EverySecs,
+    Batches,
 }
 
 impl Param {
@@ -42,6 +45,9 @@ impl Param {
             "strategy" => Self::Strategy,
             "wait_us" => Self::WaitUs,
             "setting" => Self::Setting,
+            "schedule" => Self::Schedule,
+            "every_s" => Self::EverySecs,
+            "batches" => Self::Batches,
             _ => return None,
         })
     }
@@ -82,6 +88,12 @@ pub(crate) struct Args {
     pub(crate) wait_us: i64,
     /// A server setting's value to put back (the for-update grant's `lock_timeout`).
     pub(crate) setting: String,
+    /// A scheduler's schedule for the sweep (a pg_cron schedule).
+    pub(crate) schedule: String,
+    /// A scheduled sweep's interval in seconds (a MariaDB event's).
+    pub(crate) every_s: i64,
+    /// How many batches a scheduled sweep runs at most.
+    pub(crate) batches: i64,
 }
 
 impl Statement {
@@ -203,6 +215,9 @@ impl Statement {
                 Param::Strategy => query.bind(args.strategy),
                 Param::WaitUs => query.bind(args.wait_us),
                 Param::Setting => query.bind(args.setting.as_str()),
+                Param::Schedule => query.bind(args.schedule.as_str()),
+                Param::EverySecs => query.bind(args.every_s),
+                Param::Batches => query.bind(args.batches),
             };
         }
         query

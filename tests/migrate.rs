@@ -67,6 +67,21 @@ async fn fresh_database(b: &common::Backend, name: &str) -> anyhow::Result<DbPoo
     }
 }
 
+/// How many migrations sqlock has for `dialect`: the files of its folder.
+fn files(dialect: Dialect) -> i64 {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("migrations")
+        .join(dialect.name());
+    let n = std::fs::read_dir(dir)
+        .expect("the migrations folder")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "sql"))
+        })
+        .count();
+    i64::try_from(n).expect("a few files")
+}
+
 #[tokio::test]
 async fn app_and_sqlock_migrations_coexist_in_either_order() -> anyhow::Result<()> {
     for b in common::backends("migrate").await {
@@ -91,7 +106,7 @@ async fn app_and_sqlock_migrations_coexist_in_either_order() -> anyhow::Result<(
             let ours = b
                 .scalar(&pool, "SELECT COUNT(*) FROM _sqlock_migrations")
                 .await?;
-            assert_eq!((app, ours), (1, 1), "{} {name}", b.dialect);
+            assert_eq!((app, ours), (1, files(b.dialect)), "{} {name}", b.dialect);
             // And the table works.
             let locker = Locker::new(pool.clone())?;
             let g = locker.try_acquire("k").await?.expect("k");
@@ -125,7 +140,7 @@ async fn folder_applied_like_sqlx_cli_satisfies_the_library() -> anyhow::Result<
         let ours = b
             .scalar(&pool, "SELECT COUNT(*) FROM _sqlock_migrations")
             .await?;
-        assert_eq!(ours, 1, "{}", b.dialect);
+        assert_eq!(ours, files(b.dialect), "{}", b.dialect);
         let locker = Locker::new(pool.clone())?;
         assert!(locker.try_acquire("k").await?.expect("k").release().await?);
         pool.close().await;

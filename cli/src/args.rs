@@ -106,6 +106,11 @@ pub enum Command {
     ///
     /// With --every it keeps going (sweep, print, sleep) until SIGINT or SIGTERM,
     /// then exits 0; a failed sweep after the first is reported and retried.
+    ///
+    /// With --schedule it sweeps nothing itself: it schedules the sweep inside the
+    /// database, to run with no client at all (pg_cron on PostgreSQL, which must be
+    /// in shared_preload_libraries and created in this database; an event on
+    /// MariaDB, with event_scheduler=ON). --unschedule removes that schedule.
     #[command(verbatim_doc_comment)]
     Sweep {
         /// Only rows that expired at least this long ago.
@@ -113,8 +118,18 @@ pub enum Command {
               default_value = "0s")]
         grace: Duration,
         /// Keep sweeping at this interval until SIGINT or SIGTERM.
-        #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+        #[arg(long, value_name = "DUR", value_parser = parse_interval,
+              conflicts_with_all = ["schedule", "unschedule"])]
         every: Option<Duration>,
+        /// Schedule the sweep inside the database, every DUR (whole seconds; pg_cron
+        /// before 1.5 takes whole minutes that divide an hour, hours that divide a
+        /// day, or 1d).
+        #[arg(long, value_name = "DUR", value_parser = parse_interval,
+              conflicts_with = "unschedule")]
+        schedule: Option<Duration>,
+        /// Remove the sweep scheduled inside the database.
+        #[arg(long)]
+        unschedule: bool,
         /// At most this many rows per delete statement (1 to 100000).
         #[arg(long, value_name = "N", default_value_t = 1000,
               value_parser = clap::value_parser!(u32).range(1..=i64::from(sqlock::MAX_SWEEP_BATCH)))]

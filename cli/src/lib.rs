@@ -107,7 +107,13 @@ impl From<sqlock::Error> for Failure {
             | E::TtlTooShort { .. }
             | E::TtlTooLong { .. }
             | E::InvalidTableName { .. }
-            | E::InvalidBatch { .. } => Self::Usage(e.to_string()),
+            | E::InvalidBatch { .. }
+            | E::InvalidSchedule { .. } => Self::Usage(e.to_string()),
+            E::SchedulerUnavailable { .. } => Self::Unavailable(e.to_string()),
+            E::MissingSweepProcedure { ref name, .. } => Self::Unavailable(format!(
+                "the sweep procedure {name:?} does not exist: run `sqlock migrate` (or \
+                 `sqlock schema` for another --table) to create it"
+            )),
             // The library's message names its own API; the tool's user wants the tool.
             E::MissingTable { ref table, .. } => Self::Unavailable(missing_table(table)),
             E::Timeout { .. } => Self::NotAcquired(e.to_string()),
@@ -286,9 +292,19 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::List { json } => ops::list(&locker, json).await,
         Command::Release { key, .. } => ops::release(&locker, &key).await,
         Command::Sweep {
+            unschedule: true, ..
+        } => ops::unschedule_sweep(&locker).await,
+        Command::Sweep {
+            grace,
+            schedule: Some(every),
+            batch,
+            ..
+        } => ops::schedule_sweep(&locker, every, grace, batch).await,
+        Command::Sweep {
             grace,
             every,
             batch,
+            ..
         } => ops::sweep(&locker, grace, every, batch).await,
         Command::Migrate => ops::migrate(&locker).await,
         Command::Schema { .. } | Command::Bench(_) => {

@@ -153,6 +153,35 @@ pub(crate) async fn sweep(
     }
 }
 
+/// `sweep --schedule`: the sweep scheduled inside the database, every `every`.
+pub(crate) async fn schedule_sweep(
+    locker: &Locker,
+    every: Duration,
+    grace: Duration,
+    batch: u32,
+) -> Result<i32, Failure> {
+    let options = SweepOptions::new().grace(grace).batch(batch);
+    let job = locker.schedule_sweep(every, options).await?;
+    match job.job_id {
+        Some(id) => println!(
+            "scheduled pg_cron job {} (id {id}) on {:?}",
+            job.name, job.schedule
+        ),
+        None => println!("scheduled event {} {}", job.name, job.schedule),
+    }
+    Ok(0)
+}
+
+/// `sweep --unschedule`: removes the sweep scheduled inside the database.
+pub(crate) async fn unschedule_sweep(locker: &Locker) -> Result<i32, Failure> {
+    if locker.unschedule_sweep().await? {
+        println!("removed the scheduled sweep");
+    } else {
+        println!("no sweep was scheduled");
+    }
+    Ok(0)
+}
+
 /// `migrate`: the embedded migrations for the default table, the DDL for another.
 pub(crate) async fn migrate(locker: &Locker) -> Result<i32, Failure> {
     if locker.table().as_str() == sqlock::DEFAULT_TABLE {

@@ -11,6 +11,7 @@ mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod runner;
+mod scheduler;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod statements;
@@ -20,6 +21,7 @@ mod outcome;
 pub use kind::Dialect;
 pub(crate) use outcome::{Failure, Grant, Listed, Renewal};
 pub(crate) use runner::Runner;
+pub(crate) use scheduler::{Scheduler, SchedulerStatements};
 pub(crate) use statements::{ForUpdateStatements, Mode, Statements};
 
 use crate::error::{Class, Result};
