@@ -17,6 +17,7 @@ pub(crate) struct SchedulerStatements {
     unschedule: Statement,
     /// MariaDB only: whether the table's event exists (DROP EVENT IF EXISTS does not
     /// say).
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     scheduled: Option<Statement>,
 }
 
@@ -82,6 +83,7 @@ impl DbPool {
         &self,
         s: &SchedulerStatements,
     ) -> Result<Scheduler, sqlx::Error> {
+        #[cfg(any(feature = "postgres", feature = "mysql"))]
         use sqlx::Row as _;
         let a = Args::default();
         match self {
@@ -122,6 +124,7 @@ impl DbPool {
         s: &SchedulerStatements,
         a: &Args,
     ) -> Result<Option<i64>, sqlx::Error> {
+        #[cfg(feature = "postgres")]
         use sqlx::Row as _;
         match self {
             #[cfg(feature = "postgres")]
