@@ -8,15 +8,9 @@ mod common;
 
 use common::{stderr, stdout, Backend};
 
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-        || std::env::var("SQLOCK_REQUIRE_SERVERS").is_ok_and(|v| v == "1")
-}
-
 /// The fault tests' own PostgreSQL and MariaDB, each with `table` migrated anew.
 fn fault_servers(table: &str) -> Vec<Backend> {
-    let dir = common::scratch_dir(table);
-    let candidates = [
+    let candidates = vec![
         (
             "postgres",
             std::env::var("SQLOCK_TEST_FAULT_POSTGRES_URL")
@@ -28,26 +22,7 @@ fn fault_servers(table: &str) -> Vec<Backend> {
                 .unwrap_or_else(|_| "mysql://root@127.0.0.1:3307/test".into()),
         ),
     ];
-    let mut out = Vec::new();
-    for (name, url) in candidates {
-        let b = Backend {
-            name,
-            url,
-            table: table.to_owned(),
-            dir: dir.clone(),
-        };
-        if let Err(e) = common::drop_table(&b) {
-            if required() {
-                panic!("{name} (fault instance) is required but unreachable: {e}");
-            }
-            eprintln!("\n*** NOTE: {name} fault instance unreachable ({e}); SKIPPED. ***\n");
-            continue;
-        }
-        let migrated = b.sqlock(&["migrate"]);
-        assert!(migrated.status.success(), "{name}: {}", stderr(&migrated));
-        out.push(b);
-    }
-    out
+    common::backends_at(table, common::scratch_dir(table), candidates)
 }
 
 #[test]

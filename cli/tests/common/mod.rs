@@ -57,7 +57,7 @@ pub fn scratch_dir(table: &str) -> PathBuf {
 /// with `sqlock --table TABLE migrate`.
 pub fn backends(table: &str) -> Vec<Backend> {
     let dir = scratch_dir(table);
-    let candidates = [
+    let candidates = vec![
         (
             "sqlite",
             format!("sqlite://{}", dir.join("locks.db").display()),
@@ -73,6 +73,16 @@ pub fn backends(table: &str) -> Vec<Backend> {
                 .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into()),
         ),
     ];
+    backends_at(table, dir, candidates)
+}
+
+/// The reachable ones of `candidates` (a backend name and its URL), each with the
+/// test's own table dropped and created anew with `sqlock --table TABLE migrate`.
+pub fn backends_at(
+    table: &str,
+    dir: PathBuf,
+    candidates: Vec<(&'static str, String)>,
+) -> Vec<Backend> {
     let mut out = Vec::new();
     for (name, url) in candidates {
         let b = Backend {
