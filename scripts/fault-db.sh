@@ -5,6 +5,10 @@
 # The scheduled-sweep tests need a scheduler inside each: the PostgreSQL cluster loads
 # pg_cron (Debian's postgresql-<version>-cron, installed here when missing) with its
 # jobs run from database `test`, and the MariaDB instance runs with event_scheduler=ON.
+# Both run under libfaketime (Debian's `faketime`, installed here when missing), with
+# their clock offset read from $CLOCK_FILE: "+0" (the true time) unless a test is
+# moving it. The partition tests cut connections with nft (Debian's `nftables`, also
+# installed here); `up` deletes a rule table such a test may have left behind.
 #
 #   scripts/fault-db.sh up                  create (first time) and start both
 #   scripts/fault-db.sh down                stop both
@@ -18,6 +22,12 @@ PG_CLUSTER=sqlock_fault
 MY_DIR=/var/lib/sqlock-fault-mariadb
 MY_SOCK=$MY_DIR/mysqld.sock
 MY_PID=$MY_DIR/mysqld.pid
+# The fault servers' clock offset, for libfaketime: "+0", "+5", "-3" (seconds).
+CLOCK_DIR=/var/lib/sqlock-fault-clock
+CLOCK_FILE=$CLOCK_DIR/offset
+FAKETIME_DIR=/usr/lib/x86_64-linux-gnu/faketime
+# The nft table the partition tests put their drop rules in.
+NFT_TABLE=sqlock_fault
 
 log() { printf 'fault-db: %s\n' "$*" >&2; }
 
@@ -31,6 +41,32 @@ wait_for() {
         sleep 0.25
     done
     return 1
+}
+
+# Installs the Debian packages the fault tests need, when missing.
+tools() {
+    local missing=()
+    [ -e "$FAKETIME_DIR/libfaketimeMT.so.1" ] || missing+=(faketime libfaketime)
+    command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || missing+=(nftables)
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing ${missing[*]}"
+        as_root apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    mkdir -p "$CLOCK_DIR"
+    chmod 755 "$CLOCK_DIR"
+    # The true time, whatever a test that stopped halfway left here. Written whole.
+    printf '+0\n' >"$CLOCK_FILE.tmp"
+    chmod 644 "$CLOCK_FILE.tmp"
+    mv -f "$CLOCK_FILE.tmp" "$CLOCK_FILE"
+    /usr/sbin/nft delete table inet "$NFT_TABLE" 2>/dev/null || true
+}
+
+# The environment both fault servers start with: libfaketime reading the offset file
+# on every clock call (no cache), the monotonic clock left true.
+faketime_env() {
+    printf '%s\n' "LD_PRELOAD=$FAKETIME_DIR/$1" "FAKETIME_TIMESTAMP_FILE=$CLOCK_FILE" \
+        "FAKETIME_NO_CACHE=1" "FAKETIME_DONT_FAKE_MONOTONIC=1"
 }
 
 pg_version() { ls /etc/postgresql | sort -V | tail -n 1; }
@@ -60,6 +96,10 @@ postgres() {
             printf '%s\n' "shared_preload_libraries = 'pg_cron'" \
                 "cron.database_name = 'test'" "cron.use_background_workers = on" >"$conf"
         fi
+        # pg_ctlcluster starts the server with this environment (its lines read
+        # `NAME = 'value'`).
+        faketime_env libfaketime.so.1 | sed "s/=\(.*\)/ = '\1'/" \
+            >"/etc/postgresql/$v/$PG_CLUSTER/environment"
         ;;
     start)
         pg_ctlcluster --skip-systemctl-redirect "$v" "$PG_CLUSTER" start >/dev/null 2>&1 || true
@@ -86,7 +126,9 @@ mariadb() {
         ;;
     start)
         if ! mariadb_ping >/dev/null 2>&1; then
-            start-stop-daemon --start --background --pidfile "$MY_PID" --exec /usr/sbin/mariadbd -- \
+            # shellcheck disable=SC2046 # one VAR=value word per line
+            env $(faketime_env libfaketimeMT.so.1) \
+                start-stop-daemon --start --background --pidfile "$MY_PID" --exec /usr/sbin/mariadbd -- \
                 --no-defaults --user=mysql --datadir="$MY_DIR" --port="$MY_PORT" \
                 --bind-address=127.0.0.1 --socket="$MY_SOCK" --pid-file="$MY_PID" \
                 --skip-name-resolve --innodb-buffer-pool-size=32M --log-error="$MY_DIR/error.log" \
@@ -108,12 +150,19 @@ mariadb() {
     esac
 }
 
+# Whether the running server of pid $1 has libfaketime loaded.
+faked() { [ -n "$1" ] && grep -q libfaketime "/proc/$1/maps" 2>/dev/null; }
+
+pg_pid() { head -n 1 "/var/lib/postgresql/$(pg_version)/$PG_CLUSTER/postmaster.pid" 2>/dev/null || true; }
+
 case ${1:-} in
 up)
+    tools
     postgres create
     postgres start
-    if [ "$(psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -tAc "SHOW shared_preload_libraries")" != pg_cron ]; then
-        log "restarting PostgreSQL cluster $PG_CLUSTER to load pg_cron"
+    if [ "$(psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -tAc "SHOW shared_preload_libraries")" != pg_cron ] ||
+        ! faked "$(pg_pid)"; then
+        log "restarting PostgreSQL cluster $PG_CLUSTER to load pg_cron and libfaketime"
         postgres stop
         postgres start
     fi
@@ -121,6 +170,11 @@ up)
         psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -qc "CREATE DATABASE test"
     psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d test -qc "CREATE EXTENSION IF NOT EXISTS pg_cron"
     mariadb create
+    if mariadb_ping >/dev/null 2>&1 && ! faked "$(cat "$MY_PID" 2>/dev/null)"; then
+        log "restarting the fault MariaDB to load libfaketime"
+        mariadb stop
+        wait_for test ! -e "$MY_PID" || true
+    fi
     mariadb start
     log "PostgreSQL on 127.0.0.1:$PG_PORT and MariaDB on 127.0.0.1:$MY_PORT are ready"
     ;;

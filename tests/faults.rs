@@ -1,14 +1,21 @@
 //! The fault workload: worker processes do fenced read-modify-write increments of a
 //! shared counter under one lock while a fault driver, at random, kills their
 //! connections on the server, pauses them past their TTL (SIGSTOP, SIGCONT), SIGKILLs
-//! them, and restarts the server once. The recorded history is checked against a
-//! fenced-mutex model (`common/history.rs`) and the counter against the writes the
-//! database accepted. The same workload with the fence check off must lose updates,
-//! so the check demonstrably can fail.
+//! them, cuts the network between one of them and the server (one way or both,
+//! shorter or longer than the TTL), and restarts the server. The recorded history is
+//! checked against a fenced-mutex model (`common/history.rs`) and the counter against
+//! the writes the database accepted.
+//!
+//! Three phases: every fault but the clock, checked with the lease-timing rule too;
+//! every fault with the servers' clock jumping forward past the TTL and back; and the
+//! fence check off under pauses, which must lose updates, so the check demonstrably
+//! can fail.
 //!
 //! Runs on the fault tests' own server instances (`scripts/fault-db.sh`: ports 5433
-//! and 3307), which it restarts; the main servers are never touched. Bounded: each
-//! phase runs `SQLOCK_FAULT_SECS` seconds (default 30), about 90 seconds in all.
+//! and 3307, both under libfaketime), which it restarts and whose clock it moves; the
+//! main servers are never touched. Bounded: each phase runs `SQLOCK_FAULT_SECS`
+//! seconds (default 30; the third at most 60), about two minutes in all. A longer
+//! value is the soak run (docs/guarantees.md); it ends with a table of the figures.
 //!
 //! It has a main of its own (no test harness) because the workers are this binary
 //! again, started with `--worker`.
@@ -23,7 +30,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use common::history::{self, Event, Kind, Verdict};
-use common::Backend;
+use common::partition::{Direction, Partitions};
+use common::{clock, Backend};
 use nix::sys::signal::{kill as signal, Signal};
 use nix::unistd::Pid;
 use sqlock::{DbPool, Dialect, Error, LockGuard, Locker, Strategy};
@@ -39,6 +47,8 @@ const TTL: Duration = Duration::from_secs(1);
 const WORKERS: usize = 4;
 /// The one key every worker of a workload contends for.
 const KEY: &str = "counter";
+/// The cgroup a worker moves itself into, so that a partition can single it out.
+const CGROUP_ENV: &str = "SQLOCK_FAULT_CGROUP";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -133,6 +143,10 @@ enum Outcome {
 }
 
 async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
+    // Before any connection is opened: a socket belongs to its maker's cgroup.
+    if let Some(dir) = std::env::var_os(CGROUP_ENV) {
+        common::partition::join(std::path::Path::new(&dir))?;
+    }
     // Each worker's connections carry its tag (an application_name on PostgreSQL, a
     // user on MariaDB), so the driver can kill exactly this worker's connections.
     let pool: DbPool = match w.dialect {
@@ -344,18 +358,21 @@ struct Faults {
     kills: bool,
     pauses: bool,
     sigkills: bool,
+    partitions: bool,
 }
 
 const ALL_FAULTS: Faults = Faults {
     kills: true,
     pauses: true,
     sigkills: true,
+    partitions: true,
 };
 
 const PAUSES_ONLY: Faults = Faults {
     kills: false,
     pauses: true,
     sigkills: false,
+    partitions: false,
 };
 
 /// What the driver did.
@@ -365,6 +382,18 @@ struct Injected {
     connections_killed: AtomicUsize,
     pauses: AtomicUsize,
     sigkills: AtomicUsize,
+    /// Network cuts shorter than the TTL.
+    cuts_short: AtomicUsize,
+    /// Network cuts longer than the TTL.
+    cuts_long: AtomicUsize,
+    /// Cuts by direction: to the server, from the server, both ways.
+    cuts_by_direction: [AtomicUsize; 3],
+}
+
+impl Injected {
+    fn cuts(&self) -> usize {
+        self.cuts_short.load(Ordering::Relaxed) + self.cuts_long.load(Ordering::Relaxed)
+    }
 }
 
 /// What one workload found.
@@ -386,10 +415,13 @@ impl Report {
 
     fn print(&self) {
         let i = &self.injected;
+        let [to, from, both] = &i.cuts_by_direction;
         println!(
             "{}: {}; the table holds {} accepted writes, counter {}, lost updates {}, \
              writes out of token order {}; faults: {} kill rounds ({} connections), {} \
-             pauses past the TTL, {} workers SIGKILLed; {} worker errors",
+             pauses past the TTL, {} workers SIGKILLed, {} network cuts ({} shorter than \
+             the TTL, {} longer; {} to the server, {} from it, {} both ways); {} worker \
+             errors",
             self.name,
             self.verdict,
             self.rows,
@@ -400,6 +432,12 @@ impl Report {
             i.connections_killed.load(Ordering::Relaxed),
             i.pauses.load(Ordering::Relaxed),
             i.sigkills.load(Ordering::Relaxed),
+            i.cuts(),
+            i.cuts_short.load(Ordering::Relaxed),
+            i.cuts_long.load(Ordering::Relaxed),
+            to.load(Ordering::Relaxed),
+            from.load(Ordering::Relaxed),
+            both.load(Ordering::Relaxed),
             self.errors,
         );
     }
@@ -408,6 +446,8 @@ impl Report {
 /// One running worker process.
 struct Slot {
     tag: String,
+    /// The worker's cgroup, when the workload cuts the network.
+    cgroup: Option<String>,
     child: Child,
     holding: Arc<AtomicBool>,
     paused: Arc<AtomicBool>,
@@ -434,6 +474,11 @@ struct Workload {
     strategy: Strategy,
     fence: bool,
     faults: Faults,
+    /// The partition rules, when `faults.partitions`.
+    net: Option<Arc<Partitions>>,
+    /// Whether the servers' clock jumps during the run: then the lease-timing rule,
+    /// which reads the database clock as true, does not apply.
+    clock_jumps: bool,
     run_for: Duration,
 }
 
@@ -464,6 +509,10 @@ impl Workload {
         collected: &Arc<Collected>,
     ) -> anyhow::Result<Slot> {
         let tag = self.tag(slot);
+        let cgroup = self
+            .net
+            .as_ref()
+            .map(|_| format!("sqlock_{}_{tag}", self.backend.dialect));
         let args = WorkerArgs {
             dialect: self.backend.dialect,
             url: self.backend.url().to_owned(),
@@ -474,7 +523,11 @@ impl Workload {
             tag: tag.clone(),
             seed: fastrand::u64(..),
         };
-        let mut child = Command::new(std::env::current_exe()?)
+        let mut command = Command::new(std::env::current_exe()?);
+        if let (Some(net), Some(name)) = (&self.net, &cgroup) {
+            command.env(CGROUP_ENV, net.cgroup(name)?);
+        }
+        let mut child = command
             .args(args.to_args())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -497,6 +550,7 @@ impl Workload {
         });
         Ok(Slot {
             tag,
+            cgroup,
             child,
             holding,
             paused: Arc::new(AtomicBool::new(false)),
@@ -540,6 +594,7 @@ impl Workload {
 
     async fn run(self) -> anyhow::Result<Report> {
         let b = &self.backend;
+        let port = port_of(b.url())?;
         let admin = self.prepare().await?;
         let collected = Arc::new(Collected::default());
         let injected = Injected::default();
@@ -569,6 +624,9 @@ impl Workload {
             if self.faults.sigkills {
                 kinds.push("sigkill");
             }
+            if self.faults.partitions {
+                kinds.extend(["cut", "cut"]);
+            }
             let slot = &mut slots[target];
             if slot.paused.load(Ordering::Relaxed) {
                 continue;
@@ -596,6 +654,33 @@ impl Workload {
                         });
                     }
                 }
+                "cut" => {
+                    let (Some(net), Some(name)) = (&self.net, &slot.cgroup) else {
+                        continue;
+                    };
+                    let d = fastrand::usize(..3);
+                    // Half of the cuts end before the lease could lapse, half after.
+                    let long = fastrand::bool();
+                    let length = if long {
+                        TTL + Duration::from_millis(fastrand::u64(500..3000))
+                    } else {
+                        Duration::from_millis(fastrand::u64(200..800))
+                    };
+                    let cut = net.cut(name, port, Direction::ALL[d])?;
+                    injected.cuts_by_direction[d].fetch_add(1, Ordering::Relaxed);
+                    if long {
+                        injected.cuts_long.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        injected.cuts_short.fetch_add(1, Ordering::Relaxed);
+                    }
+                    slot.paused.store(true, Ordering::Relaxed);
+                    let (paused, net) = (slot.paused.clone(), net.clone());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(length).await;
+                        net.heal(cut);
+                        paused.store(false, Ordering::Relaxed);
+                    });
+                }
                 _ => {
                     let _ = slot.child.start_kill();
                     let _ = slot.child.wait().await;
@@ -604,7 +689,12 @@ impl Workload {
                 }
             }
         }
-        // Every worker ends on its own at the deadline; a paused one is woken first.
+        // Every worker ends on its own at the deadline; a cut one is healed and a paused
+        // one woken first. (Workloads of one phase share the rule table: healing early
+        // what another still cuts only shortens that cut.)
+        if let Some(net) = &self.net {
+            net.heal_all()?;
+        }
         for slot in &mut slots {
             if let Some(pid) = slot.pid() {
                 let _ = signal(pid, Signal::SIGCONT);
@@ -632,8 +722,9 @@ impl Workload {
         Ok(Report {
             name: self.name(),
             // A for-update lock ends with its connection, which the driver kills: only
-            // the leased strategies are bound to last their TTL.
-            verdict: if self.strategy == Strategy::ForUpdate {
+            // the leased strategies are bound to last their TTL, and only by a clock
+            // that does not jump.
+            verdict: if self.strategy == Strategy::ForUpdate || self.clock_jumps {
                 history::check(&events)
             } else {
                 history::check_leases(&events, TTL)
@@ -652,10 +743,20 @@ impl Workload {
     }
 }
 
-/// Restarts a fault server once, at a random moment of the middle of the run.
-async fn restart_once(dialect: Dialect, run_for: Duration) -> anyhow::Result<()> {
-    let at = run_for.mul_f64(0.3 + 0.3 * fastrand::f64());
-    tokio::time::sleep(at).await;
+/// The port of a loopback server URL.
+fn port_of(url: &str) -> anyhow::Result<u16> {
+    let authority = url.split('/').nth(2).context("a server URL")?;
+    let port = authority.rsplit(':').next().context("a port")?;
+    port.parse().with_context(|| format!("the port of {url}"))
+}
+
+/// Restarts a fault server, down for 1.5 s each time, at random moments of the run:
+/// once 30% to 60% into a run of the default length, about every minute or two in a
+/// longer one, never in the last five seconds. Returns how often it did.
+async fn restarts(dialect: Dialect, run_for: Duration) -> anyhow::Result<usize> {
+    let start = Instant::now();
+    let until = start + run_for;
+    let every = run_for.min(Duration::from_secs(120));
     let server = match dialect {
         Dialect::Postgres => "postgres",
         _ => "mariadb",
@@ -668,46 +769,202 @@ async fn restart_once(dialect: Dialect, run_for: Duration) -> anyhow::Result<()>
         anyhow::ensure!(status.success(), "fault-db.sh {server} {action}: {status}");
         anyhow::Ok(())
     };
-    script("stop").await?;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    script("start").await?;
-    println!(
-        "{dialect}: server restarted {:.1}s into the run",
-        at.as_secs_f64()
-    );
+    let mut done = 0;
+    loop {
+        let wait = every.mul_f64(0.3 + 0.3 * fastrand::f64());
+        if Instant::now() + wait + Duration::from_secs(5) > until {
+            return Ok(done);
+        }
+        tokio::time::sleep(wait).await;
+        script("stop").await?;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        script("start").await?;
+        done += 1;
+        println!(
+            "{dialect}: server restarted {:.1}s into the run",
+            start.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// What the clock jumper did.
+#[derive(Debug, Default, Clone, Copy)]
+struct Jumps {
+    forward: usize,
+    backward: usize,
+    /// The furthest the servers' clock was ahead of the true time, and behind, in s.
+    ahead: i64,
+    behind: i64,
+}
+
+/// Moves both fault servers' clock while the run lasts. Every 1 to 3 s it jumps, in
+/// turn, 2 to 6 s forward (past the 1 s TTL: every lease of the moment lapses at once,
+/// its holder still running) and 2 to 8 s back (leases last that much longer), never
+/// more than 10 s behind the true time, and puts the true time back at the end.
+async fn jump_clock(run_for: Duration) -> anyhow::Result<Jumps> {
+    let until = Instant::now() + run_for;
+    let mut offset = 0_i64;
+    let mut jumps = Jumps::default();
+    loop {
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(1000..3000))).await;
+        if Instant::now() >= until {
+            break;
+        }
+        if jumps.forward == jumps.backward {
+            offset += fastrand::i64(2..=6);
+            jumps.forward += 1;
+        } else {
+            offset = (offset - fastrand::i64(2..=8)).max(-10);
+            jumps.backward += 1;
+        }
+        jumps.ahead = jumps.ahead.max(offset);
+        jumps.behind = jumps.behind.max(-offset);
+        clock::set(offset)?;
+    }
+    clock::set(0)?;
+    Ok(jumps)
+}
+
+/// Checks that the servers do follow the offset file, so that a clock phase cannot
+/// pass without its jumps: each server's clock reads about 1000 s ahead while the
+/// file says so, and the true time again after.
+async fn verify_clock(servers: &[Backend]) -> anyhow::Result<()> {
+    let _true_time = clock::Reset;
+    for (offset, what) in [(1000, "1000 s ahead"), (0, "the true time")] {
+        clock::set(offset)?;
+        tokio::time::sleep(clock::SEEN_WITHIN).await;
+        for b in servers {
+            let pool = b.pool().await?;
+            let sql = match b.dialect {
+                Dialect::Postgres => "SELECT extract(epoch FROM clock_timestamp())::BIGINT",
+                _ => "SELECT CAST(UNIX_TIMESTAMP(SYSDATE()) AS SIGNED)",
+            };
+            let server = b.scalar(&pool, sql).await?;
+            let local = i64::try_from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)?
+                    .as_secs(),
+            )?;
+            anyhow::ensure!(
+                (server - local - offset).abs() <= 5,
+                "{}: the fault server's clock reads {} s off the true time, not {what}; \
+                 is it running under libfaketime (scripts/fault-db.sh up)?",
+                b.dialect,
+                server - local
+            );
+            pool.close().await;
+        }
+    }
     Ok(())
 }
 
-async fn suite() -> anyhow::Result<()> {
-    history::self_check();
-    let secs = std::env::var("SQLOCK_FAULT_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
-    let run_for = Duration::from_secs(secs);
-    let servers = common::fault_servers("faults").await;
-    if servers.is_empty() {
-        return Ok(());
-    }
-    let with_table = |b: &Backend, table: &str| {
-        let mut b = b.clone();
-        b.table = table.to_owned();
-        b
-    };
+/// The figures of one server, strategy and fence setting, summed over the phases.
+#[derive(Debug, Default)]
+struct Totals {
+    grants: usize,
+    rows: i64,
+    rejected: usize,
+    unknown: usize,
+    kill_rounds: usize,
+    connections_killed: usize,
+    pauses: usize,
+    sigkills: usize,
+    cuts: usize,
+    cuts_long: usize,
+    violations: usize,
+    lost_updates: i64,
+}
 
-    // Fenced, with every fault, every strategy on both servers at once.
+/// The figures of a whole run, in the order the workloads were first reported.
+#[derive(Debug, Default)]
+struct Figures {
+    rows: Vec<(String, Totals)>,
+    restarts: usize,
+    jumps: Jumps,
+}
+
+impl Figures {
+    fn add(&mut self, r: &Report) {
+        let i = match self.rows.iter().position(|(n, _)| *n == r.name) {
+            Some(i) => i,
+            None => {
+                self.rows.push((r.name.clone(), Totals::default()));
+                self.rows.len() - 1
+            }
+        };
+        let t = &mut self.rows[i].1;
+        let load = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        t.grants += r.verdict.grants;
+        t.rows += r.rows;
+        t.rejected += r.verdict.rejected;
+        t.unknown += r.verdict.unknown;
+        t.kill_rounds += load(&r.injected.kill_rounds);
+        t.connections_killed += load(&r.injected.connections_killed);
+        t.pauses += load(&r.injected.pauses);
+        t.sigkills += load(&r.injected.sigkills);
+        t.cuts += r.injected.cuts();
+        t.cuts_long += load(&r.injected.cuts_long);
+        t.violations += r.verdict.violations.len();
+        t.lost_updates += r.lost_updates();
+    }
+
+    fn print(&self) {
+        println!(
+            "\nfigures of the whole run ({} server restarts; the clock jumped {} times \
+             forward and {} back, at most {} s ahead and {} s behind):",
+            self.restarts,
+            self.jumps.forward,
+            self.jumps.backward,
+            self.jumps.ahead,
+            self.jumps.behind
+        );
+        println!(
+            "| workload | grants | writes accepted | stale writes rejected | outcome unknown \
+             | kills (connections) | pauses | SIGKILLs | network cuts (longer than the TTL) \
+             | violations | lost updates |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        for (name, t) in &self.rows {
+            println!(
+                "| {name} | {} | {} | {} | {} | {} ({}) | {} | {} | {} ({}) | **{}** | **{}** |",
+                t.grants,
+                t.rows,
+                t.rejected,
+                t.unknown,
+                t.kill_rounds,
+                t.connections_killed,
+                t.pauses,
+                t.sigkills,
+                t.cuts,
+                t.cuts_long,
+                t.violations,
+                t.lost_updates
+            );
+        }
+    }
+}
+
+/// Every strategy on both servers at once, fenced, with every fault; the servers'
+/// clock jumps too when `clock_jumps`. Fails on any violation or lost update.
+async fn fenced_phase(
+    servers: &[Backend],
+    net: &Arc<Partitions>,
+    clock_jumps: bool,
+    run_for: Duration,
+    figures: &mut Figures,
+) -> anyhow::Result<()> {
     let mut runs = tokio::task::JoinSet::new();
-    for b in &servers {
-        for (strategy, name) in [
-            (Strategy::Lease, "faults_lease"),
-            (Strategy::Insert, "faults_insert"),
-            (Strategy::ForUpdate, "faults_for_update"),
-        ] {
+    for b in servers {
+        for strategy in [Strategy::Lease, Strategy::Insert, Strategy::ForUpdate] {
+            let mut backend = b.clone();
+            backend.table = format!("faults_{}", strategy.to_string().replace('-', "_"));
             let w = Workload {
-                backend: with_table(b, name),
+                backend,
                 strategy,
                 fence: true,
                 faults: ALL_FAULTS,
+                net: Some(net.clone()),
+                clock_jumps,
                 run_for,
             };
             runs.spawn(w.run());
@@ -715,17 +972,36 @@ async fn suite() -> anyhow::Result<()> {
     }
     let restarts: Vec<_> = servers
         .iter()
-        .map(|b| tokio::spawn(restart_once(b.dialect, run_for)))
+        .map(|b| tokio::spawn(restarts(b.dialect, run_for)))
         .collect();
+    let jumps = clock_jumps.then(|| tokio::spawn(jump_clock(run_for)));
     let mut reports = Vec::new();
     while let Some(r) = runs.join_next().await {
         reports.push(r??);
     }
     for r in restarts {
-        r.await??;
+        figures.restarts += r.await??;
+    }
+    if let Some(j) = jumps {
+        let j = j.await??;
+        println!(
+            "the servers' clock jumped {} times forward and {} back, at most {} s ahead \
+             and {} s behind",
+            j.forward, j.backward, j.ahead, j.behind
+        );
+        anyhow::ensure!(
+            j.forward > 0 && j.backward > 0,
+            "the clock jumped too seldom"
+        );
+        let f = &mut figures.jumps;
+        f.forward += j.forward;
+        f.backward += j.backward;
+        f.ahead = f.ahead.max(j.ahead);
+        f.behind = f.behind.max(j.behind);
     }
     for r in &reports {
         r.print();
+        figures.add(r);
     }
     for r in &reports {
         let v = &r.verdict;
@@ -757,33 +1033,72 @@ async fn suite() -> anyhow::Result<()> {
             v.unknown
         );
     }
+    for b in servers {
+        let cuts: usize = reports
+            .iter()
+            .filter(|r| r.name.starts_with(&b.dialect.to_string()))
+            .map(|r| r.injected.cuts())
+            .sum();
+        anyhow::ensure!(cuts > 0, "{}: no network cut was made", b.dialect);
+    }
     let rejected: usize = reports.iter().map(|r| r.verdict.rejected).sum();
     anyhow::ensure!(
         rejected > 0,
         "no stale write was ever refused: the faults missed"
     );
+    Ok(())
+}
+
+async fn suite() -> anyhow::Result<()> {
+    history::self_check();
+    let secs = std::env::var("SQLOCK_FAULT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    let run_for = Duration::from_secs(secs);
+    let servers = common::fault_servers("faults").await;
+    if servers.is_empty() {
+        return Ok(());
+    }
+    // Whatever happens below, the rules go and the true time comes back.
+    let net = Arc::new(Partitions::new()?);
+    let _true_time = clock::Reset;
+    verify_clock(&servers).await?;
+    let mut figures = Figures::default();
+
+    println!("== every fault but the clock, fenced");
+    fenced_phase(&servers, &net, false, run_for, &mut figures).await?;
+    println!("== every fault, the servers' clock jumping, fenced");
+    fenced_phase(&servers, &net, true, run_for, &mut figures).await?;
 
     // The fence off, under pauses: stale holders write, and updates are lost.
+    println!("== the fence off");
     let mut runs = tokio::task::JoinSet::new();
     for b in &servers {
+        let mut backend = b.clone();
+        backend.table = "faults_unfenced".into();
         let w = Workload {
-            backend: with_table(b, "faults_unfenced"),
+            backend,
             strategy: Strategy::Lease,
             fence: false,
             faults: PAUSES_ONLY,
-            run_for,
+            net: None,
+            clock_jumps: false,
+            run_for: run_for.min(Duration::from_secs(60)),
         };
         runs.spawn(w.run());
     }
     while let Some(r) = runs.join_next().await {
         let r = r??;
         r.print();
+        figures.add(&r);
         anyhow::ensure!(
             r.lost_updates() > 0,
             "{}: no update was lost without the fence, so the workload cannot tell",
             r.name
         );
     }
+    figures.print();
     println!("fault workload: violations 0 with the fence on; updates lost with it off");
     Ok(())
 }

@@ -8,9 +8,11 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod clock;
 pub mod contention;
 pub mod history;
 pub mod kill;
+pub mod partition;
 
 use std::path::PathBuf;
 use std::time::Duration;
