@@ -1,9 +1,15 @@
-//! SQLite's database clock is the clock of the host each process runs on: the lease
-//! statements read `julianday('now')` in the process that runs them. A process whose
-//! clock runs ahead by more than the TTL sees a held lease as lapsed and takes the key;
-//! its fencing token is still the higher one, and the holder it deposed finds out at its
-//! next renewal, stops its command and exits 76. Run here with libfaketime moving the
-//! second process's clock (`scripts/fault-db.sh up` installs it).
+//! The clocks of the hosts that run `sqlock`, moved with libfaketime
+//! (`scripts/fault-db.sh up` installs it); the monotonic clock is left true, as a
+//! real clock jump leaves it.
+//!
+//! - On the servers a client's clock takes no part in expiry: a holder whose clock
+//!   jumps two minutes forward and then back keeps its 2 s lease, and nobody else is
+//!   granted the key meanwhile.
+//! - SQLite's database clock is the clock of the host each process runs on: the lease
+//!   statements read `julianday('now')` in the process that runs them. A process whose
+//!   clock runs ahead by more than the TTL sees a held lease as lapsed and takes the
+//!   key; its fencing token is still the higher one, and the holder it deposed finds
+//!   out at its next renewal, stops its command and exits 76.
 
 mod common;
 
@@ -11,16 +17,115 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{alive, backends, key, stderr, wait_exit, wait_for_line};
+use common::{alive, backends, in_parallel, key, signal, stderr, wait_exit, wait_for_line};
 
 const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
-#[test]
-fn a_host_clock_ahead_by_more_than_the_ttl_takes_the_key_and_the_holder_exits_76() {
+fn need_faketime() {
     assert!(
         Path::new(FAKETIME).exists(),
         "{FAKETIME} is missing: scripts/fault-db.sh up installs Debian's libfaketime"
     );
+}
+
+/// Replaces the offset file whole: libfaketime reads it on every clock call.
+fn set_offset(file: &Path, offset: &str) {
+    let tmp = file.with_extension("tmp");
+    fs::write(&tmp, format!("{offset}\n")).unwrap();
+    fs::rename(&tmp, file).unwrap();
+}
+
+#[test]
+fn a_client_clock_jump_changes_nothing_on_the_servers() {
+    need_faketime();
+    let cases: Vec<_> = backends("cli_client_clock")
+        .into_iter()
+        .filter(|b| b.name != "sqlite")
+        .flat_map(|b| ["lease", "insert"].map(move |s| (b.clone(), s)))
+        .collect();
+    in_parallel(cases, |(b, strategy)| {
+        let what = format!("{} {strategy}", b.name);
+        let k = key(&format!("client-clock-{strategy}"));
+        let first = b.path(&format!("{strategy}-holder"));
+        let offset = b.path(&format!("{strategy}-offset"));
+        set_offset(&offset, "+0");
+        let script = format!(
+            "echo \"$$ $SQLOCK_FENCING_TOKEN\" > {}; exec sleep 60",
+            first.display()
+        );
+        let log = format!("{strategy}-holder");
+        let err = fs::File::create(b.path(&format!("{log}.stderr"))).unwrap();
+        let mut holder = b
+            .command(&[
+                "run",
+                "--strategy",
+                strategy,
+                "--ttl",
+                "2s",
+                &k,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .env("LD_PRELOAD", FAKETIME)
+            .env("FAKETIME_TIMESTAMP_FILE", &offset)
+            .env("FAKETIME_NO_CACHE", "1")
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(err)
+            .spawn()
+            .unwrap();
+        let line = wait_for_line(&first, Duration::from_secs(10));
+        let child: u32 = line.split_whitespace().next().unwrap().parse().unwrap();
+        for jump in ["+120", "-120"] {
+            set_offset(&offset, jump);
+            // The holder's environment does move a process's clock.
+            let faked = std::process::Command::new("date")
+                .arg("+%s")
+                .env("LD_PRELOAD", FAKETIME)
+                .env("FAKETIME_TIMESTAMP_FILE", &offset)
+                .env("FAKETIME_NO_CACHE", "1")
+                .output()
+                .unwrap();
+            let faked: i64 = String::from_utf8_lossy(&faked.stdout)
+                .trim()
+                .parse()
+                .unwrap();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64;
+            let want: i64 = jump.parse().unwrap();
+            assert!(
+                (faked - now - want).abs() <= 5,
+                "{what}: date reads {faked}, now {now}"
+            );
+            // Past the 2 s TTL: were the holder's clock used, its lease would be gone
+            // or the key taken.
+            std::thread::sleep(Duration::from_secs(3));
+            let other = b.sqlock(&["run", "--strategy", strategy, "--no-wait", &k, "--", "true"]);
+            assert_eq!(
+                other.status.code(),
+                Some(75),
+                "{what} {jump}: {}",
+                stderr(&other)
+            );
+            assert!(
+                holder.try_wait().unwrap().is_none() && alive(child),
+                "{what} {jump}: the holder stopped: {}",
+                b.log(&log)
+            );
+        }
+        signal(holder.id(), "TERM");
+        wait_exit(&mut holder, Duration::from_secs(10));
+        assert!(!b.log(&log).contains("lost"), "{what}: {}", b.log(&log));
+    });
+}
+
+#[test]
+fn a_host_clock_ahead_by_more_than_the_ttl_takes_the_key_and_the_holder_exits_76() {
+    need_faketime();
     let b = backends("cli_host_clock")
         .into_iter()
         .find(|b| b.name == "sqlite")
