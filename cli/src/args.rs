@@ -59,15 +59,32 @@ pub enum Command {
     /// The lock is a lease with a 30 s TTL by default, renewed while the command runs;
     /// sqlock waits for it as long as it takes unless told --wait or --no-wait. The
     /// command gets SQLOCK_KEY, SQLOCK_OWNER and SQLOCK_FENCING_TOKEN in its
-    /// environment. SIGINT and SIGTERM sent to sqlock are passed on to it, and the lock
-    /// is released after it exits (a signal while sqlock still waits for the lock ends
-    /// the wait: exit 128+N). If the lock is lost while the command runs, the command
-    /// gets SIGTERM, then SIGKILL after 2 s, and sqlock exits 76. On Linux, if sqlock
-    /// dies however it dies (SIGKILL, the OOM killer), the command is killed with it
-    /// (a parent-death signal); on other platforms only a sqlock that exits normally
-    /// or on SIGINT/SIGTERM stops its command. With --at-least the lock stays taken
-    /// that long after it was taken even if the command ends sooner, so that a job
-    /// several hosts schedule a little apart runs once.
+    /// environment.
+    ///
+    /// The command runs in a process group of its own, and sqlock answers for every
+    /// process in it, including those a shell script or pipeline starts:
+    ///   - SIGINT, SIGTERM and SIGHUP sent to sqlock are passed on to the whole group
+    ///     (a signal while sqlock still waits for the lock ends the wait: 128+N);
+    ///   - if the lock is lost, the whole group gets SIGTERM, then SIGKILL after 2 s,
+    ///     and sqlock exits 76;
+    ///   - when the command exits, what it left running in its group gets SIGTERM,
+    ///     then SIGKILL after 2 s, and the lock is released only once the group is
+    ///     empty;
+    ///   - if sqlock itself dies, however it dies (SIGKILL, the OOM killer), a watcher
+    ///     it started (a second sqlock process that holds nothing) SIGKILLs the whole
+    ///     group within a second, in practice within milliseconds.
+    ///
+    /// Outside the guarantee: a process that leaves the group on purpose (setsid, a
+    /// daemon), and a sqlock killed at the same moment as its watcher, sqlock-watch
+    /// (pkill -9 sqlock): then only the command itself dies (Linux). With standard
+    /// input a terminal, the group gets the terminal's foreground while it runs, so an
+    /// interactive command works; job control (Ctrl-Z) is not supported. Tested on
+    /// Linux; other Unix systems get the same minus the parent-death signal and
+    /// sqlock's reaping of orphans (init reaps them).
+    ///
+    /// With --at-least the lock stays taken that long after it was taken even if the
+    /// command ends sooner, so that a job several hosts schedule a little apart runs
+    /// once.
     ///
     /// Exit status: the command's (128+N when signal N ended it); 75 when the lock
     /// was not acquired; 76 when it was lost; 126/127 when the command cannot run.

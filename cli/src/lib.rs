@@ -5,7 +5,7 @@
 //! failure becomes a [`Failure`], and [`exit_status`] turns each kind into one of the
 //! named exit codes below, in one exhaustive match.
 
-// `deny`, not `forbid`: `run` needs one `unsafe` block, `pre_exec` for the command's
+// `deny`, not `forbid`: `tree` needs one `unsafe` block, `pre_exec` for the command's
 // parent-death signal on Linux, allowed there alone.
 #![deny(unsafe_code)]
 
@@ -15,6 +15,8 @@ mod connect;
 mod duration;
 mod ops;
 mod run;
+mod tree;
+mod watcher;
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -203,7 +205,17 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Runs the tool with the process's arguments and returns its exit status.
+///
+/// The binary is also the watcher `sqlock run` starts beside its command (see
+/// `watcher.rs`): started with `__sqlock-watch` as its only argument, it watches
+/// rather than parsing a command line.
 pub fn main() -> i32 {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == watcher::WATCH_ARG)
+    {
+        return watcher::main();
+    }
     run_with_args(std::env::args_os())
 }
 

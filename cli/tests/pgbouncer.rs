@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use common::{stderr, stdout, wait_for_line, Backend};
@@ -18,7 +19,8 @@ fn required() -> bool {
 }
 
 /// The PgBouncer backend, or `None` (with a loud note) when it is not running and
-/// servers are not required.
+/// servers are not required. Only an unreachable PgBouncer is skipped: any other
+/// failure of the first command through it is a failure of the test.
 fn pgbouncer(table: &str) -> Option<Backend> {
     let b = Backend {
         name: "pgbouncer",
@@ -26,16 +28,31 @@ fn pgbouncer(table: &str) -> Option<Backend> {
         table: table.to_owned(),
         dir: common::scratch_dir(table),
     };
-    let migrated = b.sqlock(&["--transaction-pooling", "migrate"]);
-    if !migrated.status.success() {
-        let why = stderr(&migrated);
+    if let Err(e) = TcpStream::connect_timeout(&pgbouncer_addr(&b.url), Duration::from_secs(5)) {
         if required() {
-            panic!("PgBouncer is required (CI or SQLOCK_REQUIRE_SERVERS=1): {why}");
+            panic!("PgBouncer is required (CI or SQLOCK_REQUIRE_SERVERS=1) but unreachable: {e}");
         }
-        eprintln!("\n*** NOTE: PgBouncer unreachable ({why}); its tests are SKIPPED. ***\n");
+        eprintln!("\n*** NOTE: PgBouncer unreachable ({e}); its tests are SKIPPED. ***\n");
         return None;
     }
+    let migrated = b.sqlock(&["--transaction-pooling", "migrate"]);
+    assert!(
+        migrated.status.success(),
+        "migrate through a reachable PgBouncer failed: {}",
+        stderr(&migrated)
+    );
     Some(b)
+}
+
+/// The host and port of a PgBouncer URL.
+fn pgbouncer_addr(url: &str) -> SocketAddr {
+    let rest = url.split_once('@').map_or(url, |(_, r)| r);
+    let host_port = rest.split('/').next().unwrap_or(rest);
+    host_port
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .unwrap_or_else(|| panic!("no address in {url}"))
 }
 
 #[test]
@@ -141,4 +158,88 @@ fn without_the_setting_the_error_says_what_to_set() {
         }
     }
     assert!(told > 0, "no run met a statement another client left");
+}
+
+/// Two `sqlock run`s through PgBouncer exclude each other, whichever server
+/// connections PgBouncer lends them: while one holds the key the other is refused
+/// (exit 75), and once the first has ended the second gets it, with a higher token.
+#[test]
+fn two_runs_through_pgbouncer_exclude_each_other() {
+    let Some(b) = pgbouncer("cli_pgbouncer_excl") else {
+        return;
+    };
+    for strategy in ["lease", "insert", "for-update"] {
+        let key = common::key(&format!("excl-{strategy}"));
+        let token_file = b.path(&format!("{strategy}.token"));
+        let release = b.path(&format!("{strategy}.release"));
+        // The holder keeps the key until the test tells it to end.
+        let script = format!(
+            "echo $SQLOCK_FENCING_TOKEN > {t}; while [ ! -e {r} ]; do sleep 0.05; done",
+            t = token_file.display(),
+            r = release.display()
+        );
+        let log = format!("{strategy}-first");
+        let mut first = b.spawn(
+            &log,
+            &[
+                "--transaction-pooling",
+                "run",
+                "--strategy",
+                strategy,
+                &key,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        );
+        let first_token: i64 = wait_for_line(&token_file, Duration::from_secs(20))
+            .trim()
+            .parse()
+            .unwrap();
+        let run_second = || {
+            b.sqlock(&[
+                "--transaction-pooling",
+                "run",
+                "--strategy",
+                strategy,
+                "--no-wait",
+                &key,
+                "--",
+                "sh",
+                "-c",
+                "echo $SQLOCK_FENCING_TOKEN",
+            ])
+        };
+        // Several tries, so that several server connections are lent to the second.
+        for _ in 0..5 {
+            let second = run_second();
+            assert_eq!(
+                second.status.code(),
+                Some(75),
+                "{strategy}: a second run got a held key: {}{}",
+                stdout(&second),
+                stderr(&second)
+            );
+        }
+        std::fs::write(&release, "").unwrap();
+        assert_eq!(
+            common::wait_exit(&mut first, Duration::from_secs(30)),
+            0,
+            "{}",
+            b.log(&log)
+        );
+        let second = run_second();
+        assert_eq!(
+            second.status.code(),
+            Some(0),
+            "{strategy}: {}",
+            stderr(&second)
+        );
+        let second_token: i64 = stdout(&second).trim().parse().unwrap();
+        assert!(
+            second_token > first_token,
+            "{strategy}: token {second_token} after {first_token}"
+        );
+    }
 }
