@@ -89,6 +89,40 @@ pub enum Error {
         reason: crate::lost::LostReason,
     },
 
+    /// Occurs when a handle asks for a key it holds already, with another strategy. A
+    /// key is held by one strategy at a time, and a handle's re-entry (a second hold of
+    /// a key it holds) keeps the strategy it holds the key with: release the first
+    /// hold, or ask with its strategy.
+    #[error(
+        "lock {key:?} is held by this handle with the {held} strategy, and cannot be taken          again with the {requested} strategy"
+    )]
+    StrategyConflict {
+        /// The lock's key.
+        key: String,
+        /// The strategy the handle holds the key with.
+        held: crate::strategy_name::Strategy,
+        /// The strategy asked for.
+        requested: crate::strategy_name::Strategy,
+    },
+
+    /// Occurs when a lock was granted, but its answer arrived later than the lease's TTL
+    /// after the request was sent, so that the lease may have expired before the
+    /// caller could use it (the statement waited in the database, or the round trip is
+    /// slower than the TTL). The grant is given back. The key was free: this is not
+    /// "busy". [`try_acquire`](crate::LockRequest::try_acquire) reports it at once; the
+    /// waiting calls try again, and report it after three such grants in a row.
+    #[error(
+        "lock {key:?} was granted, but the answer took {took:?}, longer than its ttl of          {ttl:?}: the grant was given back; use a ttl well above the database's round trip"
+    )]
+    GrantExpired {
+        /// The lock's key.
+        key: String,
+        /// The TTL asked for.
+        ttl: Duration,
+        /// How long the answer took.
+        took: Duration,
+    },
+
     /// Occurs when no pooled connection could be had in time: the pool is exhausted,
     /// typically by for-update locks, each of which holds a connection while held.
     #[error(
@@ -249,6 +283,9 @@ pub(crate) enum Class {
     /// The key is held by a lock of another strategy: a definite "busy", not worth an
     /// immediate retry.
     Held,
+    /// The key was granted, but too late to be used ([`Error::GrantExpired`]): given
+    /// back; another attempt may be quicker.
+    Lapsed,
     /// The lock table is missing.
     MissingTable,
     /// The server does not understand sqlock's SQL (MySQL rather than MariaDB).

@@ -61,6 +61,7 @@ pub struct LockGuard {
 
 impl LockGuard {
     pub(crate) fn new(table: Arc<LockTable>, args: Args, hold: Hold, lost: LostSignal) -> Self {
+        table.hold_started(&args.key, args.strategy.parse().unwrap_or_default());
         Self {
             table,
             args,
@@ -314,6 +315,7 @@ impl LockGuard {
 /// Gives the lock back in the background; see the type's docs.
 impl Drop for LockGuard {
     fn drop(&mut self) {
+        self.table.hold_ended(&self.args.key);
         if self.released {
             return;
         }

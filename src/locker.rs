@@ -196,8 +196,9 @@ impl Locker {
     ///
     /// # Errors
     ///
-    /// Bad input (an empty or over-long key) before any SQL is sent, and database
-    /// errors; see [`Error`](crate::Error).
+    /// Bad input (an empty or over-long key) and a key this handle holds with another
+    /// strategy, before any SQL is sent; a grant that came back after its TTL; database
+    /// errors. See [`LockRequest::try_acquire`].
     ///
     /// # Cancel safety
     ///

@@ -1,6 +1,7 @@
 //! Lock requests: [`LockRequest`], made by [`Locker::lock`](crate::Locker::lock), with
 //! the wait loop that polls (or is woken) until a lock is granted or a deadline passes.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +22,10 @@ use crate::validate;
 /// How often an acquisition attempt that lost a deadlock or serialization race is
 /// tried again before it counts as busy.
 const CONTENTION_RETRIES: u32 = 5;
+
+/// How many grants in a row may come back too late to use (their answer outran their
+/// TTL) before a waiting call reports [`Error::GrantExpired`].
+const LAPSED_GRANTS: u32 = 3;
 
 /// The longest single wait of a for-update attempt in the database.
 const FOR_UPDATE_SLICE: Duration = Duration::from_secs(1);
@@ -164,8 +169,10 @@ impl<'a> LockRequest<'a> {
     /// # Errors
     ///
     /// Bad input before any SQL is sent ([`Error::EmptyKey`], [`Error::KeyTooLong`],
-    /// [`Error::KeyContainsNul`], a TTL out of range); [`Error::MissingTable`];
-    /// [`Error::Database`].
+    /// [`Error::KeyContainsNul`], a TTL out of range); [`Error::StrategyConflict`],
+    /// also before any SQL, when this handle holds the key with another strategy;
+    /// [`Error::GrantExpired`] when the key was free but the grant's answer took longer
+    /// than its TTL (it was given back); [`Error::MissingTable`]; [`Error::Database`].
     ///
     /// # Cancel safety
     ///
@@ -186,10 +193,14 @@ impl<'a> LockRequest<'a> {
         let args = self.args()?;
         let mut tries = 0;
         loop {
-            match attempt(self.shared, &args, self.chosen_strategy(), true).await {
+            let reached = Arc::new(AtomicBool::new(false));
+            match attempt(self.shared, &args, self.chosen_strategy(), true, reached).await {
                 Ok(grant) => return Ok(grant.map(|(g, sent)| self.guard(args, g, sent))),
                 // Held by a lock of another strategy: a definite answer.
                 Err(f) if f.class == Class::Held => return Ok(None),
+                // The key was free, but the answer came too late to use the grant: not
+                // "busy".
+                Err(f) if f.class == Class::Lapsed => return Err(f.error),
                 Err(f) if f.class == Class::Contention && tries < CONTENTION_RETRIES => {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
@@ -210,8 +221,9 @@ impl<'a> LockRequest<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] at the request's [`timeout`](Self::timeout), and as
-    /// [`try_acquire`](Self::try_acquire).
+    /// [`Error::Timeout`] at the request's [`timeout`](Self::timeout);
+    /// [`Error::GrantExpired`] only after three grants in a row came back too late to
+    /// use (one is tried again at once); and as [`try_acquire`](Self::try_acquire).
     ///
     /// # Cancel safety
     ///
@@ -244,10 +256,12 @@ impl<'a> LockRequest<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] at the deadline; [`Error::PoolExhausted`] instead when no
-    /// connection could be had at all (every connection of the pool was taken for the
-    /// whole wait, and no attempt reached the database), or the pool's own acquire
-    /// timeout ran out first; and as [`try_acquire`](Self::try_acquire).
+    /// [`Error::Timeout`] at the deadline, also when the attempt in flight then has the
+    /// pool's last connection itself (waiting in the database behind another
+    /// transaction, say); [`Error::PoolExhausted`] instead when no connection could be
+    /// had at all (every connection of the pool was taken by others for the whole
+    /// wait, so no attempt ever had one), or the pool's own acquire timeout ran out
+    /// first; and as [`acquire`](Self::acquire).
     ///
     /// # Cancel safety
     ///
@@ -287,7 +301,10 @@ impl<'a> LockRequest<'a> {
         #[cfg(feature = "postgres")]
         let wakeups = wakeups(shared, strategy, &args.key);
         let mut args = args;
-        let mut answered = false;
+        // Whether any attempt had a pooled connection: until one has, a deadline met
+        // while every connection of the pool is taken is an exhausted pool.
+        let reached = Arc::new(AtomicBool::new(false));
+        let mut lapsed = 0;
         loop {
             // A for-update attempt waits in the database, in slices of at most a second
             // that end a little before the deadline: a caller who gives up never leaves
@@ -303,23 +320,21 @@ impl<'a> LockRequest<'a> {
                 || slice < Duration::from_millis(1)
                 || (self.shared.db.dialect().waits_in_whole_seconds() && slice < FOR_UPDATE_SLICE);
             // The deadline is the caller's: at it the answer is a timeout, also when the
-            // attempt in flight holds the pool's last connection itself. Only a wait in
-            // which no attempt ever had an answer from the database, while every
-            // connection of the pool was taken, is an exhausted pool.
+            // attempt in flight holds the pool's last connection itself (waiting in the
+            // database behind another transaction, say). Only a wait in which no attempt
+            // ever had a connection, while every connection of the pool was taken, is an
+            // exhausted pool.
+            let this = attempt(shared, &args, strategy, nowait, reached.clone());
             let outcome = match deadline {
-                Some(d) => {
-                    match tokio::time::timeout_at(d, attempt(shared, &args, strategy, nowait)).await
-                    {
-                        Ok(outcome) => outcome,
-                        Err(_) if !answered && shared.db.is_exhausted() => {
-                            return Err(Error::PoolExhausted)
-                        }
-                        Err(_) => return Err(timed_out()),
+                Some(d) => match tokio::time::timeout_at(d, this).await {
+                    Ok(outcome) => outcome,
+                    Err(_) if !reached.load(Ordering::Relaxed) && shared.db.is_exhausted() => {
+                        return Err(Error::PoolExhausted)
                     }
-                }
-                None => attempt(shared, &args, strategy, nowait).await,
+                    Err(_) => return Err(timed_out()),
+                },
+                None => this.await,
             };
-            answered = true;
             match outcome {
                 Ok(Some((grant, sent))) => return Ok(self.guard(args, grant, sent)),
                 // The attempt waited in the database already: go again at once.
@@ -328,8 +343,18 @@ impl<'a> LockRequest<'a> {
                 // Lost a deadlock or serialization race, or a lock of another strategy
                 // holds the key: the lock is busy, wait.
                 Err(f) if matches!(f.class, Class::Contention | Class::Held) => {}
+                // Granted too late to use: another attempt may be quicker, but a TTL that
+                // every answer outruns is the caller's to change, not a wait for ever.
+                Err(f) if f.class == Class::Lapsed => {
+                    lapsed += 1;
+                    if lapsed >= LAPSED_GRANTS {
+                        return Err(f.error);
+                    }
+                    continue;
+                }
                 Err(f) => return Err(f.error),
             }
+            lapsed = 0;
             let wake = Instant::now() + backoff.next_delay();
             let until = deadline.map_or(wake, |d| wake.min(d));
             let sleep = tokio::time::sleep_until(until);
@@ -367,6 +392,15 @@ impl<'a> LockRequest<'a> {
         let shared = &self.shared;
         let strategy = self.chosen_strategy();
         check_strategy(strategy, self.shared.db.dialect())?;
+        // A key is held by one strategy at a time, and this handle's own hold of it is
+        // re-entered only with the strategy it holds the key with.
+        if let Some(held) = shared.held_with(self.key).filter(|&h| h != strategy) {
+            return Err(Error::StrategyConflict {
+                key: self.key.to_owned(),
+                held,
+                requested: strategy,
+            });
+        }
         let ttl_us = validate::ttl(self.ttl.unwrap_or(shared.settings.ttl))?;
         Ok(Args {
             key: self.key.to_owned(),

@@ -27,8 +27,15 @@ use crate::error::{Error, Result};
 /// answers `Ok(None)` at once, [`acquire_timeout`](crate::Locker::acquire_timeout)
 /// answers [`Error::Timeout`](crate::Error::Timeout) at its deadline, no acquisition
 /// takes over a live hold of another strategy, and none waits on another strategy's
-/// row lock past the caller's own bound. Busy is busy: no error names the holder's
+/// row lock past the caller's own bound. Busy is busy: no error names another holder's
 /// strategy. Mixing strategies on a key is allowed, but each hold only excludes.
+///
+/// A handle's own hold is the exception: asking for a key the same handle (or a clone
+/// of it) holds with another strategy is refused with
+/// [`Error::StrategyConflict`](crate::Error::StrategyConflict) before any SQL is sent,
+/// rather than taken as a re-entry; a re-entry keeps the strategy the key is held
+/// with. The database enforces the same: its acquisition re-enters a hold only of the
+/// same owner *and* strategy.
 ///
 /// Lease and insert locks appear in [`Locker::list`](crate::Locker::list) and can be
 /// released by [`Locker::force_release`](crate::Locker::force_release); a for-update

@@ -4,10 +4,11 @@
 //! This is what the strategies, the guards and the keepers share. The public
 //! [`Locker`](crate::Locker) is a handle to one of these; nothing here knows of it.
 
-#[cfg(feature = "postgres")]
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::dialect::{DbPool, GaleraCheck, Statements};
@@ -42,6 +43,14 @@ pub(crate) struct LockTable {
     /// Whether the server is a Galera node, checked before the first acquisition that
     /// needs to know.
     pub(crate) galera: GaleraCheck,
+    /// The keys this handle holds, with their strategy and how many guards hold each:
+    /// a request for one of them with another strategy is refused before any SQL.
+    holds: Mutex<HashMap<String, (Strategy, u32)>>,
+    /// The acquisition attempts in flight per key, including those whose caller stopped
+    /// waiting and that are still giving back what they took.
+    in_flight: Mutex<HashMap<String, usize>>,
+    /// Woken whenever an attempt ends.
+    attempt_ended: Notify,
 }
 
 impl LockTable {
@@ -70,7 +79,75 @@ impl LockTable {
             #[cfg(feature = "postgres")]
             notifier,
             galera: GaleraCheck::new(),
+            holds: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            attempt_ended: Notify::new(),
         }
+    }
+
+    /// Notes an attempt on `key` under way until the returned value is dropped.
+    pub(crate) fn attempt_started(self: &Arc<Self>, key: &str) -> InFlight {
+        *self.attempts().entry(key.to_owned()).or_insert(0) += 1;
+        InFlight {
+            table: Arc::clone(self),
+            key: key.to_owned(),
+        }
+    }
+
+    /// Waits until no attempt of this handle on `key` is under way: an attempt whose
+    /// caller stopped waiting may hold the key for a moment before it gives it back,
+    /// and a new attempt would then find a free key busy. Such an attempt ends within
+    /// its own bound (one statement, or one for-update wait of at most a second).
+    /// Whether there was one to wait for.
+    pub(crate) async fn attempts_settled(&self, key: &str) -> bool {
+        let mut waited = false;
+        loop {
+            let ended = self.attempt_ended.notified();
+            tokio::pin!(ended);
+            // Registered before the count is read, so that no end is missed.
+            ended.as_mut().enable();
+            if !self.attempts().contains_key(key) {
+                return waited;
+            }
+            waited = true;
+            ended.await;
+        }
+    }
+
+    fn attempts(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        // Consistent after every statement that changes it, as `held`.
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The strategy this handle holds `key` with, if a guard of it holds the key.
+    pub(crate) fn held_with(&self, key: &str) -> Option<Strategy> {
+        self.held().get(key).map(|(s, _)| *s)
+    }
+
+    /// Notes a guard of `key` held with `strategy`.
+    pub(crate) fn hold_started(&self, key: &str, strategy: Strategy) {
+        let mut held = self.held();
+        let entry = held.entry(key.to_owned()).or_insert((strategy, 0));
+        entry.1 += 1;
+    }
+
+    /// Notes that a guard of `key` ended.
+    pub(crate) fn hold_ended(&self, key: &str) {
+        let mut held = self.held();
+        if let Some(entry) = held.get_mut(key) {
+            entry.1 = entry.1.saturating_sub(1);
+            if entry.1 == 0 {
+                held.remove(key);
+            }
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Strategy, u32)>> {
+        // The map is consistent after every statement that changes it: a panic while
+        // holding the mutex cannot leave it half written.
+        self.holds.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Another handle on the same table, pool and settings, with an owner id of its own.
@@ -82,5 +159,27 @@ impl LockTable {
             #[cfg(feature = "postgres")]
             self.notifier.clone(),
         )
+    }
+}
+
+/// An acquisition attempt under way on one key of a handle; see
+/// [`LockTable::attempts_settled`].
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    table: Arc<LockTable>,
+    key: String,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut attempts = self.table.attempts();
+        if let Some(n) = attempts.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                attempts.remove(&self.key);
+            }
+        }
+        drop(attempts);
+        self.table.attempt_ended.notify_waiters();
     }
 }

@@ -10,8 +10,14 @@ use crate::error::{Error, Result};
 /// The longest lock key, in bytes of UTF-8 (the key column is 255 bytes wide).
 pub const MAX_KEY_BYTES: usize = 255;
 
-/// The shortest TTL a lease may have.
-pub const MIN_TTL: Duration = Duration::from_millis(1);
+/// The shortest TTL a lease may have: 10 ms.
+///
+/// A shorter lease cannot be honoured: the acquisition's own answer and each renewal
+/// (every third of the TTL) take a round trip to the database, and a grant whose answer
+/// arrives after its TTL has run out is given back
+/// ([`Error::GrantExpired`](crate::Error::GrantExpired)). Even 10 ms is only for a
+/// database on the same host; across a network, choose a TTL of seconds.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
 
 /// The longest TTL a lease may have: ten years of 365 days.
 pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
@@ -160,10 +166,10 @@ mod tests {
             Err(Error::TtlTooShort { .. })
         ));
         assert!(matches!(
-            ttl(Duration::from_micros(999)),
+            ttl(Duration::from_micros(9_999)),
             Err(Error::TtlTooShort { .. })
         ));
-        assert_eq!(ttl(Duration::from_millis(1)).unwrap(), 1000);
+        assert_eq!(ttl(Duration::from_millis(10)).unwrap(), 10_000);
         assert_eq!(ttl(Duration::from_secs(30)).unwrap(), 30_000_000);
         assert!(matches!(ttl(Duration::MAX), Err(Error::TtlTooLong { .. })));
     }

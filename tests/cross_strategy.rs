@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlock::{Dialect, Error, Strategy};
 use tokio::time::timeout;
@@ -133,9 +133,11 @@ async fn check_pair(
     Ok(problems)
 }
 
-/// A lease holder that lapsed, whose key a for-update lock then took, is told so at
-/// once by every call it still makes: its renewal, release, extension and fenced check
-/// neither wait on the for-update holder's row lock nor take anything from it.
+/// A lease holder that lapsed, whose key a for-update lock then took, is told so by
+/// every call it still makes, within each call's documented bound, and none takes
+/// anything from the for-update holder. PostgreSQL's never wait on the row lock; on
+/// MariaDB the fence waits on it for two seconds and extend and release for one, each
+/// then asking without waiting (see their statements in `sql/mysql/`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lapsed_lease_holder_never_waits_on_the_for_update_holder() -> anyhow::Result<()> {
     for b in common::servers("xs_lapsed").await {
@@ -168,6 +170,19 @@ async fn a_lapsed_lease_holder_never_waits_on_the_for_update_holder() -> anyhow:
             .await?
             .expect("the lease lapsed: the key is free");
 
+        // The documented waits on the row lock, and a second for the statements around
+        // them on a busy machine.
+        let (fence_wait, extend_wait, release_wait) = match d {
+            Dialect::Postgres => (Duration::ZERO, Duration::ZERO, Duration::ZERO),
+            _ => (
+                Duration::from_secs(2),
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+            ),
+        };
+        let slack = Duration::from_secs(1);
+        let mut took = Vec::new();
+        let started = Instant::now();
         let fenced = timeout(GUARD, async {
             match stale.pool() {
                 sqlock::DbPool::Postgres(p) => {
@@ -182,16 +197,154 @@ async fn a_lapsed_lease_holder_never_waits_on_the_for_update_holder() -> anyhow:
             }
         })
         .await?;
+        took.push(("fence", started.elapsed(), fence_wait));
         assert!(
             matches!(fenced, Err(Error::LockLost { .. })),
             "{d}: fence: {fenced:?}"
         );
+        let started = Instant::now();
         let extended = timeout(GUARD, old.extend(Duration::from_secs(30))).await??;
+        took.push(("extend", started.elapsed(), extend_wait));
         assert!(!extended, "{d}: extended a lapsed lease");
+        let started = Instant::now();
         let released = timeout(GUARD, old.release()).await??;
+        took.push(("release", started.elapsed(), release_wait));
         assert!(!released, "{d}: released a lapsed lease");
+        for (call, took, wait) in took {
+            println!("{d}: the lapsed holder's {call} answered in {took:?}");
+            assert!(
+                took <= wait + slack,
+                "{d}: the lapsed holder's {call} took {took:?}, over its bound of {wait:?} \
+                 of waiting on the row lock"
+            );
+        }
         assert!(!held.is_lost(), "{d}: the for-update holder lost its lock");
         assert!(held.release().await?, "{d}");
     }
+    Ok(())
+}
+
+/// A handle's own hold is not re-entered with another strategy: the same handle (or a
+/// clone of it) asking for a key it holds, with another strategy, gets
+/// `Error::StrategyConflict` at once, before any SQL, from `try_acquire` and from a
+/// waiting call alike; the hold keeps its strategy and token. Once it is released, the
+/// other strategy takes the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_handle_cannot_take_its_key_with_another_strategy() -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for b in common::backends("xs_same").await {
+        b.fresh_table().await?;
+        for held in STRATEGIES {
+            for asked in STRATEGIES {
+                let for_update = held == Strategy::ForUpdate || asked == Strategy::ForUpdate;
+                if asked == held || (for_update && b.dialect == Dialect::Sqlite) {
+                    continue;
+                }
+                let what = format!("{}, {held} held, {asked} asked", b.dialect);
+                let key = format!("{held}-{asked}");
+                let h = b.builder().await?.strategy(held).build()?;
+                let g = h.try_acquire(&key).await?.expect("free");
+                let token = g.fencing_token();
+                for who in [h.clone(), h.clone()] {
+                    let tried =
+                        timeout(GUARD, who.lock(&key).strategy(asked).try_acquire()).await?;
+                    let waited = timeout(
+                        GUARD,
+                        who.lock(&key)
+                            .strategy(asked)
+                            .acquire_timeout(Duration::from_secs(30)),
+                    )
+                    .await;
+                    for (call, r) in [
+                        ("try_acquire", tried.map(|_| ())),
+                        (
+                            "acquire_timeout",
+                            match waited {
+                                Ok(r) => r.map(|_| ()),
+                                Err(_) => {
+                                    problems.push(format!("{what}: acquire_timeout waited"));
+                                    continue;
+                                }
+                            },
+                        ),
+                    ] {
+                        match r {
+                            Err(Error::StrategyConflict {
+                                held: h2,
+                                requested,
+                                ..
+                            }) if h2 == held && requested == asked => {}
+                            r => problems.push(format!("{what}: {call} answered {r:?}")),
+                        }
+                    }
+                }
+                if held != Strategy::ForUpdate {
+                    let info = h.lock_info(&key).await?.expect("listed");
+                    if info.strategy != held.name() || info.fencing_token != token {
+                        problems.push(format!("{what}: the hold changed: {info:?}"));
+                    }
+                }
+                if !g.release().await? {
+                    problems.push(format!("{what}: the hold was not released as its own"));
+                }
+                match h.lock(&key).strategy(asked).try_acquire().await? {
+                    Some(g) => drop(g.release().await?),
+                    None => problems.push(format!("{what}: not free after the release")),
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    Ok(())
+}
+
+/// The database keeps the same rule when a handle's two strategies race for a free key
+/// (neither holds it yet, so no hold of the handle can refuse the second before SQL):
+/// one of them gets it, the other is answered busy or `StrategyConflict`, and the row
+/// keeps the winner's strategy. Never both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_strategies_of_one_handle_leave_one_holder() -> anyhow::Result<()> {
+    const ROUNDS: usize = 50;
+    let mut problems = Vec::new();
+    for b in common::backends("xs_race").await {
+        b.fresh_table().await?;
+        let h = b.locker().await?;
+        for round in 0..ROUNDS {
+            let key = format!("race-{round}");
+            let (lease, insert) = tokio::join!(
+                h.lock(&key).strategy(Strategy::Lease).try_acquire(),
+                h.lock(&key).strategy(Strategy::Insert).try_acquire(),
+            );
+            let answer = |r: &sqlock::Result<Option<sqlock::LockGuard>>| match r {
+                Ok(Some(g)) => format!("held (token {})", g.fencing_token()),
+                Ok(None) => "busy".to_owned(),
+                Err(Error::StrategyConflict { .. }) => "conflict".to_owned(),
+                Err(e) => format!("error: {e}"),
+            };
+            let (a, c) = (answer(&lease), answer(&insert));
+            let winner = match (a.starts_with("held"), c.starts_with("held")) {
+                (true, false) if c == "busy" || c == "conflict" => Strategy::Lease,
+                (false, true) if a == "busy" || a == "conflict" => Strategy::Insert,
+                _ => {
+                    problems.push(format!("{} {key}: lease {a}, insert {c}", b.dialect));
+                    for g in [lease, insert].into_iter().flatten().flatten() {
+                        drop(g.release().await);
+                    }
+                    continue;
+                }
+            };
+            let info = h.lock_info(&key).await?.expect("held");
+            if info.strategy != winner.name() {
+                problems.push(format!(
+                    "{} {key}: {winner} won, the row says {}",
+                    b.dialect, info.strategy
+                ));
+            }
+            for g in [lease, insert].into_iter().flatten().flatten() {
+                g.release().await?;
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
     Ok(())
 }

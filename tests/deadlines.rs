@@ -149,3 +149,81 @@ async fn a_request_timeout_leaves_try_acquire_one_attempt() -> anyhow::Result<()
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
     Ok(())
 }
+
+/// The same, made certain: the waiter's one connection is taken by its own attempt,
+/// which waits in the database for a row another transaction holds (a holder's fenced
+/// transaction on PostgreSQL, a writer's on SQLite) while the deadline passes. The
+/// answer is `Timeout`: the pool served the attempt, it is not exhausted. MariaDB's
+/// acquisitions never wait on a row lock, so they answer within the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_met_inside_the_database_is_a_timeout() -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for b in common::backends("dl_in_db").await {
+        let holder = b.fresh_table().await?;
+        for strategy in [Strategy::Lease, Strategy::Insert] {
+            let key = format!("{strategy}-key");
+            let g = holder
+                .lock(&key)
+                .strategy(strategy)
+                .try_acquire()
+                .await?
+                .expect("free");
+            // What the waiter's attempt waits behind, held until the deadline is past.
+            let other = b.pool().await?;
+            let blocker = match &other {
+                sqlock::DbPool::Postgres(p) => {
+                    let mut tx = p.begin().await?;
+                    g.fence(&mut *tx).await?;
+                    Blocker::Postgres(tx)
+                }
+                sqlock::DbPool::MySql(p) => {
+                    let mut tx = p.begin().await?;
+                    g.fence(&mut *tx).await?;
+                    Blocker::MySql(tx)
+                }
+                sqlock::DbPool::Sqlite(p) => {
+                    let mut conn = p.acquire().await?;
+                    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+                    Blocker::Sqlite(conn)
+                }
+                _ => anyhow::bail!("unknown pool"),
+            };
+            let waiter = Locker::builder(b.pool_with(1).await?)
+                .table(&b.table)
+                .strategy(strategy)
+                .build()?;
+            match timeout(GUARD, waiter.acquire_timeout(&key, DEADLINE)).await {
+                Ok(Err(Error::Timeout { .. })) => {}
+                r => problems.push(format!(
+                    "{} {strategy}: expected Timeout, got {r:?}",
+                    b.dialect
+                )),
+            }
+            blocker.end().await?;
+            assert!(g.release().await?, "{} {strategy}", b.dialect);
+            other.close().await;
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    Ok(())
+}
+
+/// A transaction in the way of the waiter's attempt.
+enum Blocker {
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    MySql(sqlx::Transaction<'static, sqlx::MySql>),
+    Sqlite(sqlx::pool::PoolConnection<sqlx::Sqlite>),
+}
+
+impl Blocker {
+    async fn end(self) -> anyhow::Result<()> {
+        match self {
+            Self::Postgres(tx) => tx.rollback().await?,
+            Self::MySql(tx) => tx.rollback().await?,
+            Self::Sqlite(mut conn) => {
+                sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,8 +1,8 @@
 //! A grant is never handed out stale: an acquisition whose statement waited in the
 //! database longer than its own TTL (here behind the old holder's fenced transaction,
 //! which keeps a shared lock on the row) would carry an expiry already in the past.
-//! Such a grant is given back and the attempt counted as busy; what the caller gets
-//! is either nothing or a lease still valid on the database clock.
+//! Such a grant is given back, and the answer says why: the key was free, so it is
+//! not "busy" but `Error::GrantExpired`. A waiting call tries again instead.
 //!
 //! PostgreSQL only: there an acquisition waits for a row a transaction holds. MariaDB's
 //! acquisitions never wait on a row lock (their lock wait timeout is zero), and
@@ -13,7 +13,7 @@ mod common;
 
 use std::time::Duration;
 
-use sqlock::{DbPool, Dialect};
+use sqlock::{DbPool, Dialect, Error};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_that_waited_past_its_ttl_is_not_handed_out() -> anyhow::Result<()> {
@@ -67,21 +67,33 @@ async fn a_grant_that_waited_past_its_ttl_is_not_handed_out() -> anyhow::Result<
         fenced.commit().await?;
 
         let (next, got) = waiter.await?;
-        if let Some(guard) = got? {
-            // Whatever was handed out is valid on the database clock right now.
-            let valid = format!(
-                "SELECT count(*) FROM {} WHERE lock_key = 'k' AND fencing_token = {} \
-                 AND locked AND expires_at > clock_timestamp()",
-                b.quoted(),
-                guard.fencing_token()
-            );
-            assert_eq!(
-                b.scalar(holder.pool(), &valid).await?,
-                1,
-                "a grant that had expired already was handed out"
-            );
-            drop(guard.release().await);
+        match got {
+            Err(Error::GrantExpired { ttl, took, .. }) => {
+                assert_eq!(ttl, Duration::from_secs(1));
+                assert!(took >= ttl, "took {took:?}");
+            }
+            other => panic!("expected Error::GrantExpired, got {other:?}"),
         }
+        // It was given back: the row is free again, and a waiting call takes it.
+        let valid = format!(
+            "SELECT count(*) FROM {} WHERE lock_key = 'k' AND locked \
+             AND expires_at > clock_timestamp()",
+            b.quoted()
+        );
+        let started = std::time::Instant::now();
+        while b.scalar(holder.pool(), &valid).await? != 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "never given back"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let guard = next
+            .lock("k")
+            .ttl(Duration::from_secs(1))
+            .acquire_timeout(Duration::from_secs(10))
+            .await?;
+        assert!(guard.release().await?);
         drop(next);
         drop(old.release().await);
     }

@@ -329,6 +329,8 @@ async fn extend_moves_the_lost_signal_with_the_expiry() -> anyhow::Result<()> {
             .try_acquire()
             .await?
             .expect("k");
+        // Sent no earlier than this: the lease is valid until at least then plus 3 s.
+        let extended_at = tokio::time::Instant::now();
         assert!(g.extend(Duration::from_secs(3)).await?);
         tokio::time::sleep(Duration::from_millis(800)).await;
         assert!(!g.is_lost(), "{}: lost at the old expiry", b.dialect);
@@ -341,6 +343,16 @@ async fn extend_moves_the_lost_signal_with_the_expiry() -> anyhow::Result<()> {
         assert!(!g.is_lost(), "{}", b.dialect);
         let mut lost = g.lost();
         tokio::time::timeout(Duration::from_secs(5), lost.wait()).await?;
+        // Not at the shorter extension's end (about 1 s after `extended_at`): the
+        // signal counts to the 3 s expiry the database kept. A lower bound, which a
+        // slow machine only makes easier to meet.
+        let fired = extended_at.elapsed();
+        assert!(
+            fired >= Duration::from_secs(3),
+            "{}: lost() fired {fired:?} after the 3 s extension was sent, before the \
+             lease's expiry: the shorter extension shortened it",
+            b.dialect
+        );
         assert!(g.release().await.is_ok());
         // A cap too large to represent is no cap, and no panic.
         let capped = a

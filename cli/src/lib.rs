@@ -119,6 +119,9 @@ impl From<sqlock::Error> for Failure {
             // The library's message names its own API; the tool's user wants the tool.
             E::MissingTable { ref table, .. } => Self::Unavailable(missing_table(table)),
             E::Timeout { .. } => Self::NotAcquired(e.to_string()),
+            // The key was free, but the grant came back after its TTL: try again
+            // later, or with a longer --ttl.
+            E::GrantExpired { .. } => Self::NotAcquired(format!("{e} (--ttl)")),
             // A for-update lock: it ends with its holder's transaction, not by force.
             E::RowLocked { .. } => Self::NotAcquired(format!(
                 "{e}; a for-update lock cannot be released by force: end its holder's \

@@ -1,13 +1,18 @@
 -- Shared by the lease and the insert strategy (:strategy names which is recorded);
 -- they differ at release: a lease row stays, an insert row is deleted.
--- Take the lease on :key for :owner when it is free, expired, or already ours (then the
--- hold count grows and the token stays). One statement, one round trip; RETURNING
--- shows the row as it stands afterwards, so the lease is ours when lock_owner is :owner.
+-- Take the lease on :key for :owner when it is free, expired, or already ours with the
+-- same strategy (then the hold count grows and the token stays). One statement, one
+-- round trip; RETURNING shows the row as it stands afterwards, so the lease is ours
+-- when lock_owner is :owner and lock_strategy is :strategy. A row we hold with the other
+-- strategy is left as it was (a key is held by one strategy at a time, and a re-entry
+-- never changes the strategy it is held with): it comes back with our owner and the
+-- other strategy.
 --
 -- MariaDB evaluates the assignments below from left to right and each one sees the
--- columns assigned before it. The take condition reads locked, expires_at and
--- lock_owner, so those are assigned last, lock_owner first among them: once the row is
--- ours the condition stays true for the rest, and while it is not nothing changes.
+-- columns assigned before it. The take condition reads locked, expires_at, lock_owner
+-- and lock_strategy, so those are assigned last, lock_strategy and then lock_owner first
+-- among them: once the row is ours the condition stays true for the rest, and while it
+-- is not nothing changes. The last three test for "ours" as owner and strategy both.
 -- The token is drawn in the UPDATE part, under the row lock, so tokens rise in grant
 -- order; GREATEST() keeps them rising even past a token the sequence never issued.
 -- No wait on a row lock: a for-update holder keeps the key's row locked for its whole
@@ -27,33 +32,40 @@ FROM `{table}_fence`
 WHERE bucket = CRC32(:key) % 1024
 FOR UPDATE
 ON DUPLICATE KEY UPDATE
-    fencing_token = IF(NOT locked OR expires_at <= VALUES(lock_time) OR lock_owner = VALUES(lock_owner),
+    fencing_token = IF(NOT locked OR expires_at <= VALUES(lock_time)
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                        IF(locked AND lock_owner = VALUES(lock_owner) AND expires_at > VALUES(lock_time),
                           fencing_token, GREATEST(NEXTVAL(`{table}_fence_seq`), fencing_token + 1)),
                        fencing_token),
-    hold_count = IF(NOT locked OR expires_at <= VALUES(lock_time) OR lock_owner = VALUES(lock_owner),
+    hold_count = IF(NOT locked OR expires_at <= VALUES(lock_time)
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                     IF(locked AND lock_owner = VALUES(lock_owner) AND expires_at > VALUES(lock_time),
                        hold_count + 1, 1),
                     hold_count),
-    lock_time = IF(NOT locked OR expires_at <= VALUES(lock_time) OR lock_owner = VALUES(lock_owner),
+    lock_time = IF(NOT locked OR expires_at <= VALUES(lock_time)
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                    VALUES(lock_time), lock_time),
-    lock_duration = IF(NOT locked OR expires_at <= VALUES(lock_time) OR lock_owner = VALUES(lock_owner),
+    lock_duration = IF(NOT locked OR expires_at <= VALUES(lock_time)
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                        VALUES(lock_duration), lock_duration),
-    lock_strategy = IF(NOT locked OR expires_at <= VALUES(lock_time) OR lock_owner = VALUES(lock_owner),
+    lock_strategy = IF(NOT locked OR expires_at <= VALUES(lock_time)
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                        VALUES(lock_strategy), lock_strategy),
-    lock_owner = IF(NOT locked OR expires_at <= VALUES(lock_time) OR lock_owner = VALUES(lock_owner),
+    lock_owner = IF(NOT locked OR expires_at <= VALUES(lock_time)
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                     VALUES(lock_owner), lock_owner),
     -- lock_owner is ours from here on when the row was taken; a hold count above one
     -- tells a re-entry, which keeps the later of the two expiries.
-    expires_at = IF(lock_owner = VALUES(lock_owner),
+    expires_at = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy),
                     IF(hold_count > 1, GREATEST(expires_at, VALUES(expires_at)), VALUES(expires_at)),
                     expires_at),
-    acquired_at = IF(lock_owner = VALUES(lock_owner),
+    acquired_at = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy),
                      IF(hold_count > 1, acquired_at, VALUES(acquired_at)),
                      acquired_at),
-    locked = IF(lock_owner = VALUES(lock_owner), TRUE, locked)
+    locked = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy), TRUE, locked)
 RETURNING
     lock_owner,
     fencing_token,
     TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) AS expires_us,
-    hold_count
+    hold_count,
+    lock_strategy

@@ -1,8 +1,10 @@
 -- Shared by the lease and the insert strategy (:strategy names which is recorded);
 -- they differ at release: a lease row stays, an insert row is deleted.
--- Take the lease on :key for :owner when it is free, expired, or already ours (then the
--- hold count grows and the token stays). One statement, one round trip: no row comes
--- back when another owner holds a live lease.
+-- Take the lease on :key for :owner when it is free, expired, or already ours with the
+-- same strategy (then the hold count grows and the token stays). One statement, one
+-- round trip: no row comes back when another owner holds a live lease, nor when we hold
+-- it with the other strategy (a key is held by one strategy at a time, and a re-entry
+-- never changes the strategy it is held with).
 --
 -- The gate: the key's transaction-scoped advisory lock, taken without waiting. A
 -- for-update holder keeps it for its whole transaction, so a lease or insert attempt
@@ -50,13 +52,14 @@ ON CONFLICT (lock_key) DO UPDATE SET
     lock_duration = EXCLUDED.lock_duration
 WHERE NOT l.locked
    OR l.expires_at <= EXCLUDED.lock_time
-   OR l.lock_owner = EXCLUDED.lock_owner
+   OR (l.lock_owner = EXCLUDED.lock_owner AND l.lock_strategy = EXCLUDED.lock_strategy)
 RETURNING
     l.lock_owner,
     l.fencing_token,
     (extract(epoch FROM l.expires_at) * 1000000)::BIGINT AS expires_us,
-    l.hold_count
+    l.hold_count,
+    l.lock_strategy
 )
-SELECT lock_owner, fencing_token, expires_us, hold_count FROM taken
+SELECT lock_owner, fencing_token, expires_us, hold_count, lock_strategy FROM taken
 UNION ALL
-SELECT '', 0, 0, 0 FROM gate WHERE NOT gate.open
+SELECT '', 0, 0, 0, '' FROM gate WHERE NOT gate.open

@@ -1,8 +1,9 @@
 -- Shared by the lease and the insert strategy (:strategy names which is recorded);
 -- they differ at release: a lease row stays, an insert row is deleted.
--- Take the lease on :key for :owner when it is free, expired, or already ours (then the
--- hold count grows and the token stays). One statement: no row comes back when another
--- owner holds a live lease. Times are microseconds since the Unix epoch.
+-- Take the lease on :key for :owner when it is free, expired, or already ours with the
+-- same strategy (then the hold count grows and the token stays). One statement: no row
+-- comes back when another owner holds a live lease, nor when we hold it with the other
+-- strategy. Times are microseconds since the Unix epoch.
 -- A fresh row's token is one above the floor of deleted rows' tokens (see the migration);
 -- an existing row's token grows by one on every new grant.
 INSERT INTO "{table}" AS l
@@ -36,5 +37,5 @@ ON CONFLICT (lock_key) DO UPDATE SET
     lock_duration = excluded.lock_duration
 WHERE NOT l.locked
    OR l.expires_at <= excluded.lock_time
-   OR l.lock_owner = excluded.lock_owner
-RETURNING lock_owner, fencing_token, expires_at AS expires_us, hold_count
+   OR (l.lock_owner = excluded.lock_owner AND l.lock_strategy = excluded.lock_strategy)
+RETURNING lock_owner, fencing_token, expires_at AS expires_us, hold_count, lock_strategy

@@ -20,7 +20,7 @@ mod outcome;
 
 pub use kind::Dialect;
 pub(crate) use outcome::{Failure, Grant, Listed, Renewal};
-pub(crate) use runner::Runner;
+pub(crate) use runner::{checked_out, noting_checkout, Runner};
 pub(crate) use scheduler::{Scheduler, SchedulerStatements};
 pub(crate) use statements::{ForUpdateStatements, Mode, Statements};
 
@@ -164,11 +164,28 @@ impl DbPool {
         )
         .await
         .map_err(|e| s.error(m::classify(&e), e))?);
-        let grant = grants.into_iter().next();
-        if grant.as_ref().is_some_and(Grant::gate_closed) {
+        let Some(grant) = grants.into_iter().next() else {
+            return Ok(None);
+        };
+        if grant.gate_closed() {
             return Err(Failure::row_locked(Class::Contention, &a.key));
         }
-        Ok(grant.filter(|g| g.owner == a.owner))
+        if grant.owner != a.owner {
+            return Ok(None);
+        }
+        if grant.strategy != a.strategy {
+            // Ours, held with the other strategy, and left as it was (MariaDB answers
+            // the row as it stands; the others answer nothing then).
+            return Err(Failure {
+                class: Class::Other,
+                error: crate::error::Error::StrategyConflict {
+                    key: a.key.clone(),
+                    held: grant.strategy.parse().unwrap_or_default(),
+                    requested: a.strategy.parse().unwrap_or_default(),
+                },
+            });
+        }
+        Ok(Some(grant))
     }
 
     /// The size of the Galera cluster the server is a node of, when it is one of

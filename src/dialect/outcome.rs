@@ -32,6 +32,8 @@ pub(crate) struct Grant {
     pub(crate) token: i64,
     pub(crate) expires_us: i64,
     pub(crate) hold_count: i32,
+    /// The strategy the row is held with.
+    pub(crate) strategy: String,
 }
 
 impl Grant {

@@ -9,12 +9,32 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use sqlx::Row as _;
 
 use crate::sql::{Args, Statement};
 
 use super::{Grant, Listed};
+
+tokio::task_local! {
+    /// For the statements of one acquisition attempt: set once one of them has a
+    /// pooled connection, so that the wait around the attempt can tell a deadline
+    /// that fell while the attempt was in the database (a timeout) from one that fell
+    /// while no connection could be had (an exhausted pool).
+    static CHECKED_OUT: Arc<AtomicBool>;
+}
+
+/// Runs `statements`, setting `flag` as soon as one of them has a pooled connection.
+pub(crate) async fn noting_checkout<F: Future>(flag: Arc<AtomicBool>, statements: F) -> F::Output {
+    CHECKED_OUT.scope(flag, statements).await
+}
+
+/// Notes, for the attempt this runs in (if any), that a statement has a connection.
+pub(crate) fn checked_out() {
+    let _ = CHECKED_OUT.try_with(|flag| flag.store(true, Ordering::Relaxed));
+}
 
 /// A boxed, `Send` future of a statement's outcome.
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 'a>>;
@@ -115,6 +135,7 @@ macro_rules! on_pool {
     ($pool:expr, $in_tx:expr, |$ex:ident| $run:expr) => {{
         if $in_tx {
             let mut tx = $pool.begin().await?;
+            checked_out();
             let outcome = {
                 let $ex = &mut *tx;
                 $run.await
@@ -132,7 +153,9 @@ macro_rules! on_pool {
                 }
             }
         } else {
-            let $ex = $pool;
+            let mut conn = $pool.acquire().await?;
+            checked_out();
+            let $ex = &mut *conn;
             $run.await
         }
     }};
@@ -187,6 +210,7 @@ macro_rules! runner {
                                 token: r.try_get(1)?,
                                 expires_us: r.try_get(2)?,
                                 hold_count: r.try_get(3)?,
+                                strategy: r.try_get(4)?,
                             })
                         })
                         .collect()

@@ -56,6 +56,9 @@ pub(crate) struct ForUpdateStatements {
     /// Whether the holder's transaction still shows its grant: the keepalive, and the
     /// check after the holder's own statements and before COMMIT.
     pub(crate) check: Statement,
+    /// MariaDB only: whether the key has a row, read without locking before the
+    /// locking transaction (which then never takes a gap lock).
+    pub(crate) probe: Option<Statement>,
 }
 
 /// How a handle's statements are sent, beyond their dialect.
@@ -100,6 +103,7 @@ impl Statements {
                 ensure: render(f.ensure),
                 grant: render(f.grant),
                 check: render(f.check),
+                probe: f.probe.map(render),
             }),
             galera_check: t.galera_check.map(render),
             lease_held: t.lease_held.map(render),
@@ -133,7 +137,9 @@ impl Statements {
                 source,
             },
             Class::Unsupported => Error::NotMariaDb { source },
-            Class::Contention | Class::Held | Class::Other => Error::Database(source),
+            Class::Contention | Class::Held | Class::Lapsed | Class::Other => {
+                Error::Database(source)
+            }
         };
         Failure { class, error }
     }
@@ -178,12 +184,14 @@ struct ForUpdateTemplates {
     ensure: &'static str,
     grant: &'static str,
     check: &'static str,
+    probe: Option<&'static str>,
 }
 
 macro_rules! for_update_of {
-    ($dir:literal, $begin:expr) => {
+    ($dir:literal, $begin:expr, $probe:expr) => {
         Some(ForUpdateTemplates {
             begin: $begin,
+            probe: $probe,
             lock: include_str!(concat!("../../sql/", $dir, "/for_update_lock.sql")),
             lock_nowait: include_str!(concat!("../../sql/", $dir, "/for_update_lock_nowait.sql")),
             ensure: include_str!(concat!("../../sql/", $dir, "/for_update_ensure.sql")),
@@ -244,7 +252,8 @@ fn templates(dialect: Dialect) -> Templates {
                 Some((
                     include_str!("../../sql/postgres/for_update_begin.sql"),
                     include_str!("../../sql/postgres/for_update_begin_nowait.sql")
-                ))
+                )),
+                None
             ),
             Some(NotifyTemplates {
                 lease_release: include_str!("../../sql/postgres/lease_release_notify.sql"),
@@ -258,7 +267,11 @@ fn templates(dialect: Dialect) -> Templates {
         Dialect::MySql => templates_of!(
             "mysql",
             Some(include_str!("../../sql/mysql/lease_survivors.sql")),
-            for_update_of!("mysql", None),
+            for_update_of!(
+                "mysql",
+                None,
+                Some(include_str!("../../sql/mysql/for_update_probe.sql"))
+            ),
             None,
             Some(include_str!("../../sql/mysql/galera_check.sql")),
             Some(include_str!("../../sql/mysql/lease_held.sql")),
@@ -313,10 +326,11 @@ mod tests {
                 &s.lookup,
                 &s.fence,
             ];
-            let for_update = s
-                .for_update
-                .iter()
-                .flat_map(|f| [&f.lock, &f.lock_nowait, &f.ensure, &f.grant, &f.check]);
+            let for_update = s.for_update.iter().flat_map(|f| {
+                [&f.lock, &f.lock_nowait, &f.ensure, &f.grant, &f.check]
+                    .into_iter()
+                    .chain(f.probe.as_ref())
+            });
             // FenceConnection binds key, owner and token in this order, once each.
             assert_eq!(
                 s.fence.params(),

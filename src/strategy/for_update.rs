@@ -20,7 +20,9 @@
     allow(unused_variables, dead_code, unused_imports, unreachable_code)
 )]
 
-use crate::dialect::{DbPool, Failure, ForUpdateStatements, GaleraCheck, Runner, Statements};
+use crate::dialect::{
+    checked_out, DbPool, Failure, ForUpdateStatements, GaleraCheck, Runner, Statements,
+};
 use crate::error::{Class, Error};
 use crate::sql::Args;
 use crate::table::LockTable;
@@ -89,12 +91,22 @@ async fn take<DB: Runner>(
     a: &Args,
     nowait: bool,
 ) -> Result<Taken<(sqlx::Transaction<'static, DB>, i64)>, sqlx::Error> {
+    if let Some(probe) = &f.probe {
+        // MariaDB: a row that is missing is created before the transaction, which so
+        // never reads a missing key with a lock (a gap lock, which would keep out
+        // acquisitions of the neighbouring keys).
+        if DB::fetch_i64s(pool, probe, a).await?.is_empty() {
+            DB::execute(pool, &f.ensure, a).await?;
+        }
+    }
     let mut tx = pool.begin().await?;
+    checked_out();
     let mut locked = lock_row::<DB>(&mut tx, f, a, nowait).await?;
     if matches!(locked, LockRow::NoRow) {
-        // The key has no row yet: create it free, in a statement of its own outside
-        // the transaction (which so never waits on, or holds, a fresh insert), and
-        // lock it in a new transaction.
+        // The key has no row yet (or, on MariaDB, no more: the sweeper took it since
+        // the probe): create it free, in a statement of its own outside the
+        // transaction (which so never waits on, or holds, a fresh insert), and lock it
+        // in a new transaction.
         tx.rollback().await?;
         DB::execute(pool, &f.ensure, a).await?;
         tx = pool.begin().await?;

@@ -78,7 +78,7 @@ impl DbTransaction {
         }
     }
 
-    async fn rollback(self) -> Result<(), sqlx::Error> {
+    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
         match self {
             #[cfg(feature = "postgres")]
             Self::Postgres(tx) => tx.rollback().await,
