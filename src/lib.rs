@@ -63,57 +63,38 @@
 #[cfg(not(any(feature = "postgres", feature = "mysql", feature = "sqlite")))]
 compile_error!("sqlock needs at least one of the features `postgres`, `mysql`, `sqlite`");
 
-// The public API: the handle, how it is built, its requests, guards and admin calls.
-mod admin;
-mod builder;
-mod guard;
-mod locker;
-mod request;
-
-// What the API is made of: the strategies and the keepers, over the lock table.
+// The layers, each importing only from those below it: the public API; the strategies
+// (with the handle state they share); the keepers; the database layer; support.
+mod api;
+mod db;
+mod keepers;
 mod strategy;
-mod strategy_name;
-mod sweep_schedule;
-mod sweeper;
-mod table;
-mod watchdog;
+mod support;
 
-// The database layer, which knows no strategy and no handle.
-mod dialect;
-#[cfg(feature = "postgres")]
-mod notify;
-mod schema;
+// The support modules, by the short names every layer uses.
+use support::{backoff, error, lost, strategy_kind, validate};
 
-// Support.
-mod backoff;
-mod error;
-mod fence;
-mod lost;
-mod retry;
-mod sql;
-mod validate;
-
-pub use admin::{LockInfo, MAX_LISTED};
-pub use builder::{
+pub use api::admin::{LockInfo, MAX_LISTED};
+pub use api::builder::{
     LockerBuilder, DEFAULT_KEEPALIVE, DEFAULT_NOTIFY_POLL_MAX, DEFAULT_NOTIFY_POLL_MIN,
     DEFAULT_POLL_MAX, DEFAULT_POLL_MIN, DEFAULT_TTL,
 };
-pub use dialect::{DbPool, Dialect};
+pub use api::guard::LockGuard;
+pub use api::locker::Locker;
+pub use api::request::LockRequest;
+pub use db::fence::FenceConnection;
+pub use db::schema::{migrate, schema, MIGRATIONS_TABLE};
+pub use db::{DbPool, DbTransaction, Dialect};
 pub use error::{Error, Result};
-pub use fence::FenceConnection;
-pub use guard::LockGuard;
-pub use locker::Locker;
+pub use keepers::scheduled_sweep::{ScheduledSweep, MAX_SWEEP_INTERVAL, SCHEDULED_SWEEP_BATCHES};
+pub use keepers::sweeper::{SweepOptions, SweeperHandle, MAX_SWEEP_BATCH};
+pub use keepers::watchdog::WatchdogStats;
 pub use lost::{LostReason, LostSignal};
-pub use request::LockRequest;
-pub use schema::{migrate, schema, MIGRATIONS_TABLE};
-pub use strategy::held_transaction::{DbTransaction, LentTransaction};
-pub use strategy_name::{Strategy, UnknownStrategy};
-pub use sweep_schedule::{ScheduledSweep, MAX_SWEEP_INTERVAL, SCHEDULED_SWEEP_BATCHES};
-pub use sweeper::{SweepOptions, SweeperHandle, MAX_SWEEP_BATCH};
+pub use strategy::held_transaction::LentTransaction;
+pub use strategy_kind::{Strategy, UnknownStrategy};
 pub use validate::{
     TableName, DEFAULT_TABLE, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
 };
-pub use watchdog::WatchdogStats;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(all(doctest, feature = "postgres", feature = "mysql", feature = "sqlite"))]

@@ -14,27 +14,28 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::dialect::{noting_checkout, Failure, Grant};
+use crate::db::statement::Statement;
+use crate::db::values::Held;
+use crate::db::{noting_checkout, DbTransaction, Failure, Grant};
 use crate::error::{Class, Error};
-use crate::sql::Args;
-use crate::strategy::for_update;
-use crate::strategy::held_transaction::DbTransaction;
-use crate::strategy::lease;
-use crate::strategy_name::Strategy;
-use crate::table::{InFlight, LockTable};
+use crate::strategy_kind::Strategy;
+
+use super::handle::{Handle, InFlight};
+use super::{for_update, lease, Ask, LockId};
 
 /// What one attempt took.
 #[derive(Debug)]
 pub(crate) enum Granted {
     /// A lease or insert row.
     Lease(Grant),
-    /// A row lock in an open transaction, with the grant's token.
-    Tx(DbTransaction, i64),
+    /// A row lock in an open transaction, with the statement that checks the
+    /// transaction still shows the grant, and the grant's token.
+    Tx(DbTransaction, Statement<Held<'static>>, i64),
 }
 
-/// One attempt of `args.strategy`, and when its statement was sent (a lease is valid
-/// at least until then plus its TTL, whenever the database ran the statement).
-/// `nowait`: a for-update attempt does not wait in the database.
+/// One attempt at what `ask` asks, and when its statement was sent (a lease is valid at
+/// least until then plus its TTL, whenever the database ran the statement). `wait`: how
+/// long a for-update attempt may wait in the database (`None`: not at all).
 ///
 /// `Ok(None)` when the lock is held, [`Class::Contention`] when the attempt lost a race
 /// (try again), [`Class::Held`] when a lock of another strategy holds the key.
@@ -43,31 +44,28 @@ pub(crate) enum Granted {
 /// the attempt has waited for an earlier attempt of the handle on the key: it stays
 /// readable after the caller stopped waiting.
 pub(crate) async fn attempt(
-    table: &Arc<LockTable>,
-    args: &Args,
-    strategy: Strategy,
-    nowait: bool,
+    handle: &Arc<Handle>,
+    ask: &Ask,
+    wait: Option<Duration>,
     reached: Arc<AtomicBool>,
 ) -> Result<Option<(Granted, Instant)>, Failure> {
     // An earlier attempt of this handle on the key whose caller stopped waiting may be
     // holding it for a moment: the answer is known once it has given it back. That
     // attempt had a connection (or waited for one alongside this): a wait held up by it
     // was served by the pool, which is not exhausted on its account.
-    if table.attempts_settled(&args.key).await {
+    if handle.attempts_settled(&ask.key).await {
         reached.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    let in_flight = table.attempt_started(&args.key);
+    let in_flight = handle.attempt_started(&ask.key);
     let (tx, rx) = oneshot::channel();
     let sent = Instant::now();
-    let task_table = table.clone();
-    let task_args = args.clone();
+    let task_handle = handle.clone();
+    let task_ask = ask.clone();
     tokio::spawn(async move {
         let statements = async {
-            match strategy {
-                Strategy::ForUpdate => for_update::attempt(&task_table, &task_args, nowait)
-                    .await
-                    .map(|o| o.map(|(tx, token)| Granted::Tx(tx, token))),
-                _ => lease::attempt(&task_table, &task_args)
+            match task_ask.strategy {
+                Strategy::ForUpdate => for_update::attempt(&task_handle, &task_ask, wait).await,
+                Strategy::Lease | Strategy::Insert => lease::attempt(&task_handle, &task_ask)
                     .await
                     .map(|o| o.map(Granted::Lease)),
             }
@@ -76,13 +74,13 @@ pub(crate) async fn attempt(
         // The mark goes with the outcome: the attempt is over once the caller has read
         // it, or once what it took has been given back.
         if let Err((Ok(Some(granted)), in_flight)) = tx.send((outcome, in_flight)) {
-            give_back(task_table, task_args, granted, in_flight).await;
+            give_back(task_handle, task_ask, granted, in_flight).await;
         }
     });
     let mut landing = Landing {
         rx,
-        table: table.clone(),
-        args: args.clone(),
+        handle: handle.clone(),
+        ask: Some(ask.clone()),
         read: false,
         runtime: tokio::runtime::Handle::current(),
     };
@@ -100,12 +98,10 @@ pub(crate) async fn attempt(
         // writing, or a fenced transaction) past the TTL it asked for grants a lease
         // that may have lapsed already, counted from when the statement was sent: no
         // grant to hand out. It is given back, and the caller told to try again.
-        Ok(Some(Granted::Lease(grant)))
-            if Instant::now() >= sent + Duration::from_micros(args.ttl_us.unsigned_abs()) =>
-        {
+        Ok(Some(Granted::Lease(grant))) if Instant::now() >= sent + ask.ttl => {
             tokio::spawn(give_back(
-                table.clone(),
-                args.clone(),
+                handle.clone(),
+                ask.clone(),
                 Granted::Lease(grant),
                 in_flight,
             ));
@@ -113,8 +109,8 @@ pub(crate) async fn attempt(
             Err(Failure {
                 class: Class::Lapsed,
                 error: Error::GrantExpired {
-                    key: args.key.clone(),
-                    ttl: Duration::from_micros(args.ttl_us.unsigned_abs()),
+                    key: ask.key.clone(),
+                    ttl: ask.ttl,
                     took: sent.elapsed(),
                 },
             })
@@ -131,8 +127,8 @@ type Sent = (Result<Option<Granted>, Failure>, InFlight);
 /// already sent.
 struct Landing {
     rx: oneshot::Receiver<Sent>,
-    table: Arc<LockTable>,
-    args: Args,
+    handle: Arc<Handle>,
+    ask: Option<Ask>,
     read: bool,
     /// The runtime the attempt runs on, for a drop outside of any runtime.
     runtime: tokio::runtime::Handle,
@@ -144,25 +140,27 @@ impl Drop for Landing {
             return;
         }
         self.rx.close();
-        if let Ok((Ok(Some(granted)), in_flight)) = self.rx.try_recv() {
-            let (table, args) = (self.table.clone(), std::mem::take(&mut self.args));
+        if let (Ok((Ok(Some(granted)), in_flight)), Some(ask)) =
+            (self.rx.try_recv(), self.ask.take())
+        {
+            let handle = self.handle.clone();
             // Outside of any runtime, the attempt's own runtime gives it back; if that
             // one has shut down, the lease lapses at its expiry (and a transaction
             // ends with its connection).
             let runtime =
                 tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
             let _entered = runtime.enter();
-            drop(runtime.spawn(give_back(table, args, granted, in_flight)));
+            drop(runtime.spawn(give_back(handle, ask, granted, in_flight)));
         }
     }
 }
 
 /// Releases a grant nobody is waiting for any more (a transaction is rolled back), and
 /// only then ends the attempt's mark.
-async fn give_back(table: Arc<LockTable>, mut args: Args, granted: Granted, in_flight: InFlight) {
+async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: InFlight) {
     let grant = match granted {
         Granted::Lease(grant) => grant,
-        Granted::Tx(tx, _) => {
+        Granted::Tx(tx, _, _) => {
             // Should the rollback fail, the connection is closed as it goes back to
             // the pool, which ends the transaction on the server all the same.
             let _ = tx.rollback().await;
@@ -170,11 +168,50 @@ async fn give_back(table: Arc<LockTable>, mut args: Args, granted: Granted, in_f
             return;
         }
     };
-    args.token = grant.token;
-    if let Err(e) = lease::release(&table, &args).await {
-        tracing::warn!(key = %args.key, error = %e,
+    let id = LockId {
+        key: ask.key,
+        strategy: ask.strategy,
+        token: grant.token,
+    };
+    if let Err(e) = lease::release(&handle, &id).await {
+        tracing::warn!(key = %id.key, error = %e,
             "could not give back a lock taken for a caller that stopped waiting; \
              it lapses at its expiry");
     }
     drop(in_flight);
+}
+
+/// How often an attempt of [`try_once`] that lost a deadlock or serialization race is
+/// made again before the key counts as busy.
+const CONTENTION_RETRIES: u32 = 5;
+
+/// A single try at what `ask` asks: `None` when the key is held. An attempt that lost
+/// a deadlock or serialization race is made again a few times first, and counts as
+/// busy if the race persists; a lock of another strategy is busy at once.
+///
+/// # Errors
+///
+/// [`Error::GrantExpired`] when the key was free but the grant's answer outran its TTL;
+/// whatever else the attempt failed with.
+pub(crate) async fn try_once(
+    handle: &Arc<Handle>,
+    ask: &Ask,
+) -> Result<Option<(Granted, Instant)>, Error> {
+    let mut tries = 0;
+    loop {
+        let reached = Arc::new(AtomicBool::new(false));
+        match attempt(handle, ask, None, reached).await {
+            Ok(granted) => return Ok(granted),
+            // Held by a lock of another strategy: a definite answer.
+            Err(f) if f.class == Class::Held => return Ok(None),
+            Err(f) if f.class == Class::Contention && tries < CONTENTION_RETRIES => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
+            }
+            Err(f) if f.class == Class::Contention => return Ok(None),
+            // The key was free, but the answer came too late to use the grant: not
+            // "busy".
+            Err(f) => return Err(f.error),
+        }
+    }
 }

@@ -6,121 +6,143 @@
 //! transaction, so the holder's own writes commit atomically with the end of the lock
 //! (see [`held_transaction`](super::held_transaction)).
 //!
-//! The protocol, written once for every server: make sure the key has a row (created
-//! free, outside the transaction); begin; bound the transaction's lock waits and take
-//! the key's gate (PostgreSQL's transaction-scoped advisory lock, which keeps lease
-//! and insert attempts off the key); lock the row; grant, unless a live lease or insert
-//! lock holds the key, drawing a fencing token and putting back what the bound
-//! replaced. The dialect supplies the statements and how the token comes back.
+//! The protocol, written once for every server with row locks ([`RowLocks`]): prepare
+//! the key (MariaDB makes sure it has a row); begin; bound the transaction's lock waits
+//! and take the key's gate (PostgreSQL's transaction-scoped advisory lock, which keeps
+//! lease and insert attempts off the key); lock the row, creating it free first when
+//! it is missing; grant, unless a live lease or insert lock holds the key, drawing a
+//! fencing token and putting back what the bound replaced.
 
-// Built without a server feature (SQLite only), the strategy has nothing to run on:
-// the code stays, refusing it, and its parameters go unused.
+// Built without a server feature (SQLite only), the protocol has nothing to run on:
+// the code stays, refusing the strategy.
 #![cfg_attr(
     not(any(feature = "postgres", feature = "mysql")),
-    allow(unused_variables, dead_code, unused_imports, unreachable_code)
+    allow(dead_code, unused_imports, unused_variables)
 )]
 
-use crate::dialect::{
-    checked_out, DbPool, Failure, ForUpdateStatements, GaleraCheck, Runner, Statements,
-};
+use std::time::Duration;
+
+use crate::db::backend::{Backend, Gate, RowLocks};
+use crate::db::runner::Runner;
+use crate::db::values::{Bound, Key, RowGrant};
+use crate::db::{checked_out, Dialect, Failure, OnRowLocks};
 use crate::error::{Class, Error};
-use crate::sql::Args;
-use crate::table::LockTable;
 
-use super::held_transaction::DbTransaction;
+use super::attempt::Granted;
+use super::handle::Handle;
+use super::Ask;
 
-/// One attempt to take the row lock: `Ok(None)` when the row (or the key's gate) is
-/// held by another transaction, for as long as the attempt waited; [`Class::Held`]
-/// when a live lease or insert lock holds the key.
+/// The longest single wait of a for-update attempt in the database.
+const SLICE: Duration = Duration::from_secs(1);
+
+/// How long before a deadline a for-update attempt stops waiting in the database.
+const MARGIN: Duration = Duration::from_millis(50);
+
+/// How long one attempt may wait in the database, with `left` of the caller's
+/// deadline to go: slices of at most a second that end a little before the deadline,
+/// so that a caller who gives up never leaves a wait behind that could take the lock
+/// after it was told it timed out. `None` when it must not wait: too little left, or a
+/// remainder MariaDB cannot wait (it waits in whole seconds).
+pub(crate) fn wait_slice(dialect: Dialect, left: Option<Duration>) -> Option<Duration> {
+    let slice = left.map_or(SLICE, |left| left.saturating_sub(MARGIN).min(SLICE));
+    let too_short =
+        slice < Duration::from_millis(1) || (dialect.waits_in_whole_seconds() && slice < SLICE);
+    (!too_short).then_some(slice)
+}
+
+/// One attempt to take the row lock, waiting in the database for `wait` at most:
+/// `Ok(None)` when the row (or the key's gate) stayed held by another transaction;
+/// [`Class::Held`] when a live lease or insert lock holds the key.
 pub(crate) async fn attempt(
-    table: &LockTable,
-    args: &Args,
-    nowait: bool,
-) -> Result<Option<(DbTransaction, i64)>, Failure> {
-    let (db, stmts) = (&table.db, &table.stmts);
-    refuse_galera(db, stmts, &table.galera).await?;
-    let Some(f) = &stmts.for_update else {
-        return Err(unsupported());
+    handle: &Handle,
+    ask: &Ask,
+    wait: Option<Duration>,
+) -> Result<Option<Granted>, Failure> {
+    let take = Take {
+        key: &ask.key,
+        owner: &handle.owner_text,
+        wait,
     };
-    let outcome: Result<Taken<(DbTransaction, i64)>, sqlx::Error> = match db {
-        #[cfg(feature = "postgres")]
-        DbPool::Postgres(pool) => take(pool, f, args, nowait)
-            .await
-            .map(|t| t.map(|(tx, token)| (DbTransaction::Postgres(tx), token))),
-        #[cfg(feature = "mysql")]
-        DbPool::MySql(pool) => take(pool, f, args, nowait)
-            .await
-            .map(|t| t.map(|(tx, token)| (DbTransaction::MySql(tx), token))),
-        #[allow(unreachable_patterns)]
-        _ => return Err(unsupported()),
-    };
-    match outcome.map_err(|e| stmts.failure(e)) {
-        Ok(Taken::Granted(granted)) => Ok(Some(granted)),
-        Ok(Taken::Busy) => Ok(None),
-        Ok(Taken::HeldByLease) => Err(Failure::row_locked(Class::Held, &args.key)),
-        // The row stayed locked for as long as the attempt waited.
-        Err(f) if f.class == Class::Contention => Ok(None),
-        Err(f) => Err(f),
+    match handle.db.with_row_locks(take).await {
+        Some(outcome) => outcome,
+        // Refused before any SQL by the request's checks; answered all the same.
+        None => Err(Failure {
+            class: Class::Unsupported,
+            error: Error::StrategyUnsupported {
+                strategy: ask.strategy.name(),
+                dialect: handle.db.dialect().name(),
+            },
+        }),
+    }
+}
+
+/// The protocol, for one key and owner.
+struct Take<'a> {
+    key: &'a str,
+    owner: &'a str,
+    wait: Option<Duration>,
+}
+
+impl OnRowLocks for Take<'_> {
+    type Output = Result<Option<Granted>, Failure>;
+
+    async fn run<B: RowLocks>(self, b: &B) -> Self::Output {
+        b.check_row_locks().await?;
+        match take(b, &self).await.map_err(|e| b.failure(e)) {
+            Ok(Taken::Granted(tx, token)) => Ok(Some(Granted::Tx(
+                B::lend(tx),
+                b.for_update().check.clone(),
+                token,
+            ))),
+            Ok(Taken::Busy) => Ok(None),
+            Ok(Taken::HeldByLease) => Err(Failure::row_locked(Class::Held, self.key)),
+            // The row stayed locked for as long as the attempt waited.
+            Err(f) if f.class == Class::Contention => Ok(None),
+            Err(f) => Err(f),
+        }
     }
 }
 
 /// What one run of the protocol took.
-enum Taken<G> {
-    Granted(G),
+enum Taken<B: Backend> {
+    /// The transaction holding the row lock, and the grant's token.
+    Granted(sqlx::Transaction<'static, B::Db>, i64),
     /// The row or the gate stayed held by another transaction.
     Busy,
     /// A live lease or insert lock holds the key.
     HeldByLease,
 }
 
-impl<G> Taken<G> {
-    fn map<H>(self, f: impl FnOnce(G) -> H) -> Taken<H> {
-        match self {
-            Self::Granted(g) => Taken::Granted(f(g)),
-            Self::Busy => Taken::Busy,
-            Self::HeldByLease => Taken::HeldByLease,
-        }
-    }
-}
-
 /// The protocol on one server: a transaction holding the key's row lock, with the
 /// grant's token.
-async fn take<DB: Runner>(
-    pool: &sqlx::Pool<DB>,
-    f: &ForUpdateStatements,
-    a: &Args,
-    nowait: bool,
-) -> Result<Taken<(sqlx::Transaction<'static, DB>, i64)>, sqlx::Error> {
-    if let Some(probe) = &f.probe {
-        // MariaDB: a row that is missing is created before the transaction, which so
-        // never reads a missing key with a lock (a gap lock, which would keep out
-        // acquisitions of the neighbouring keys).
-        if DB::fetch_i64s(pool, probe, a).await?.is_empty() {
-            DB::execute(pool, &f.ensure, a).await?;
-        }
-    }
-    let mut tx = pool.begin().await?;
+async fn take<B: RowLocks>(b: &B, t: &Take<'_>) -> Result<Taken<B>, sqlx::Error> {
+    let key = Key(t.key);
+    b.prepare(&key).await?;
+    let mut tx = b.pool().begin().await?;
     checked_out();
-    let mut locked = lock_row::<DB>(&mut tx, f, a, nowait).await?;
+    let mut locked = lock_row(b, &mut tx, t).await?;
     if matches!(locked, LockRow::NoRow) {
         // The key has no row yet (or, on MariaDB, no more: the sweeper took it since
-        // the probe): create it free, in a statement of its own outside the
+        // the preparation): create it free, in a statement of its own outside the
         // transaction (which so never waits on, or holds, a fresh insert), and lock it
         // in a new transaction.
         tx.rollback().await?;
-        DB::execute(pool, &f.ensure, a).await?;
-        tx = pool.begin().await?;
-        locked = lock_row::<DB>(&mut tx, f, a, nowait).await?;
+        B::Db::execute(b.pool(), &b.for_update().ensure, &key).await?;
+        tx = b.pool().begin().await?;
+        locked = lock_row(b, &mut tx, t).await?;
     }
     let LockRow::Locked(saved) = locked else {
         return Ok(Taken::Busy);
     };
     // The grant puts back the setting the bound replaced (PostgreSQL's lock_timeout):
     // the holder's own statements wait as the connection's settings say.
-    let mut grant = a.clone();
-    grant.setting = saved.unwrap_or_default();
-    match DB::value_on(&mut tx, &f.grant, &grant).await? {
-        Some(token) => Ok(Taken::Granted((tx, token))),
+    let grant = RowGrant {
+        key: t.key,
+        owner: t.owner,
+        setting: saved.as_deref().unwrap_or_default(),
+    };
+    match B::Db::value_on(&mut tx, &b.for_update().grant, &grant).await? {
+        Some(token) => Ok(Taken::Granted(tx, token)),
         None => {
             tx.rollback().await?;
             Ok(Taken::HeldByLease)
@@ -134,68 +156,37 @@ enum LockRow {
     Locked(Option<String>),
     /// The key has no row yet.
     NoRow,
-    /// The key's gate was taken (PostgreSQL, a single attempt): busy.
+    /// The key's gate was taken (PostgreSQL): busy.
     GateTaken,
 }
 
 /// Takes the key's row lock inside the open transaction on `conn`, bounding the wait
-/// where the dialect needs a setting for it (always, so that no wait of the
-/// transaction is unbounded), after the key's gate where the dialect has one.
-async fn lock_row<DB: Runner>(
-    conn: &mut DB::Connection,
-    f: &ForUpdateStatements,
-    a: &Args,
-    nowait: bool,
+/// where the server needs a setting for it (always, so that no wait of the transaction
+/// is unbounded), after the key's gate where the server has one.
+async fn lock_row<B: RowLocks>(
+    b: &B,
+    conn: &mut <B::Db as sqlx::Database>::Connection,
+    t: &Take<'_>,
 ) -> Result<LockRow, sqlx::Error> {
-    let saved = match &f.begin {
-        Some((wait, once)) => {
-            let begin = if nowait { once } else { wait };
-            let (before, open) = DB::text_and_flag_on(conn, begin, a).await?;
-            if !open {
-                return Ok(LockRow::GateTaken);
-            }
-            Some(before)
-        }
-        None => None,
+    let bound = Bound {
+        key: t.key,
+        wait_us: t
+            .wait
+            .map_or(0, |w| i64::try_from(w.as_micros()).unwrap_or(i64::MAX)),
     };
-    let lock = if nowait { &f.lock_nowait } else { &f.lock };
-    Ok(if DB::exists_on(conn, lock, a).await? {
+    let saved = match b.bound(conn, &bound, t.wait.is_none()).await? {
+        Gate::Open(saved) => saved,
+        Gate::Taken => return Ok(LockRow::GateTaken),
+    };
+    let f = b.for_update();
+    let lock = if t.wait.is_some() {
+        &f.lock
+    } else {
+        &f.lock_nowait
+    };
+    Ok(if B::Db::exists_on(conn, lock, &Key(t.key)).await? {
         LockRow::Locked(saved)
     } else {
         LockRow::NoRow
     })
-}
-
-/// Refuses the for-update strategy on a node of a Galera cluster of several nodes.
-///
-/// Galera certifies a transaction's writes across the cluster only at COMMIT; a row
-/// lock taken by `SELECT ... FOR UPDATE` stays on the node that took it. A holder on one
-/// node therefore does not exclude a holder on another: both "hold" the row, and one
-/// learns of the other only when its COMMIT fails. The lease and insert strategies take
-/// the lock by a write, which certification orders across the cluster.
-#[cfg_attr(not(feature = "mysql"), allow(unused_variables))]
-async fn refuse_galera(
-    db: &DbPool,
-    stmts: &Statements,
-    galera: &GaleraCheck,
-) -> Result<(), Failure> {
-    if let Some(nodes) = db.galera_cluster_size(stmts, galera).await? {
-        return Err(Failure {
-            class: Class::Unsupported,
-            error: Error::GaleraCluster { nodes },
-        });
-    }
-    Ok(())
-}
-
-/// The for-update strategy on a database without row locks (refused earlier, before
-/// any SQL is sent, by the request's checks).
-fn unsupported() -> Failure {
-    Failure {
-        class: Class::Unsupported,
-        error: Error::StrategyUnsupported {
-            strategy: "for-update",
-            dialect: "sqlite",
-        },
-    }
 }

@@ -15,102 +15,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{watch, MappedMutexGuard, Mutex, MutexGuard, Notify};
 
-use crate::dialect::Statements;
+use crate::db::statement::Statement;
+use crate::db::values::Held;
+use crate::db::DbTransaction;
 use crate::error::Error;
 use crate::lost::LostReason;
-use crate::sql::{Args, Statement};
 
-/// The open transaction of a for-update lock, lent by
-/// [`LockGuard::transaction`](crate::LockGuard::transaction).
-///
-/// Run your own statements on it; they commit with
-/// [`LockGuard::commit`](crate::LockGuard::commit) (or
-/// [`release`](crate::LockGuard::release)) and are rolled back with the lock otherwise.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum DbTransaction {
-    /// A PostgreSQL transaction.
-    #[cfg(feature = "postgres")]
-    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
-    /// A MariaDB transaction.
-    #[cfg(feature = "mysql")]
-    MySql(sqlx::Transaction<'static, sqlx::MySql>),
-}
-
-impl DbTransaction {
-    /// The PostgreSQL transaction, if this is one.
-    ///
-    /// ```no_run
-    /// # async fn example(guard: sqlock::LockGuard) -> Result<(), sqlx::Error> {
-    /// if let Some(mut tx) = guard.transaction().await {
-    ///     if let Some(pg) = tx.as_postgres_mut() {
-    ///         sqlx::query("UPDATE jobs SET done = TRUE WHERE id = 7").execute(&mut **pg).await?;
-    ///     }
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[cfg(feature = "postgres")]
-    pub fn as_postgres_mut(&mut self) -> Option<&mut sqlx::Transaction<'static, sqlx::Postgres>> {
-        #[allow(unreachable_patterns)]
-        match self {
-            Self::Postgres(tx) => Some(tx),
-            _ => None,
-        }
-    }
-
-    /// The MariaDB transaction, if this is one.
-    #[cfg(feature = "mysql")]
-    pub fn as_mysql_mut(&mut self) -> Option<&mut sqlx::Transaction<'static, sqlx::MySql>> {
-        #[allow(unreachable_patterns)]
-        match self {
-            Self::MySql(tx) => Some(tx),
-            _ => None,
-        }
-    }
-
-    async fn commit(self) -> Result<(), sqlx::Error> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Self::Postgres(tx) => tx.commit().await,
-            #[cfg(feature = "mysql")]
-            Self::MySql(tx) => tx.commit().await,
-        }
-    }
-
-    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Self::Postgres(tx) => tx.rollback().await,
-            #[cfg(feature = "mysql")]
-            Self::MySql(tx) => tx.rollback().await,
-        }
-    }
-
-    /// Runs a statement in the transaction and tells whether it returned a row.
-    async fn fetch_check(
-        &mut self,
-        statement: &Statement,
-        args: &Args,
-    ) -> Result<bool, sqlx::Error> {
-        // Matched as a place, so that a build with neither server feature (no variants)
-        // still compiles.
-        match *self {
-            #[cfg(feature = "postgres")]
-            Self::Postgres(ref mut tx) => statement
-                .bind::<sqlx::Postgres>(args)
-                .fetch_optional(&mut **tx)
-                .await
-                .map(|row| row.is_some()),
-            #[cfg(feature = "mysql")]
-            Self::MySql(ref mut tx) => statement
-                .bind::<sqlx::MySql>(args)
-                .fetch_optional(&mut **tx)
-                .await
-                .map(|row| row.is_some()),
-        }
-    }
-}
+use super::LockId;
 
 /// The open transaction of a for-update lock, lent to the holder by
 /// [`LockGuard::transaction`](crate::LockGuard::transaction): derefs to
@@ -164,9 +75,11 @@ pub(crate) struct TxHold {
     /// Whether the transaction was lent since it was last checked.
     lent: AtomicBool,
     /// Whether the transaction still shows the grant (`for_update_check.sql`).
-    check: Option<Statement>,
-    /// The grant's key, owner and token, for the check.
-    args: Args,
+    check: Statement<Held<'static>>,
+    /// The grant, for the check.
+    id: LockId,
+    /// The grant's owner, for the check.
+    owner: String,
 }
 
 impl TxHold {
@@ -174,8 +87,9 @@ impl TxHold {
     /// checks the transaction every `every` and whenever it comes back from a loan.
     pub(crate) fn start(
         tx: DbTransaction,
-        stmts: &Statements,
-        args: Args,
+        check: Statement<Held<'static>>,
+        id: LockId,
+        owner: String,
         every: Duration,
     ) -> (Arc<Self>, watch::Receiver<Option<LostReason>>) {
         let (lost, rx) = watch::channel(None);
@@ -186,8 +100,9 @@ impl TxHold {
             keepalive: std::sync::Mutex::new(None),
             check_now: check_now.clone(),
             lent: AtomicBool::new(false),
-            check: stmts.for_update.as_ref().map(|f| f.check.clone()),
-            args,
+            check,
+            id,
+            owner,
         });
         let weak = Arc::downgrade(&hold);
         let task = tokio::spawn(async move {
@@ -203,8 +118,8 @@ impl TxHold {
                 let mut slot = hold.tx.lock().await;
                 let Some(tx) = slot.as_mut() else { return };
                 hold.lent.store(false, Ordering::Release);
-                if let Err(reason) = check_transaction(tx, hold.check.as_ref(), &hold.args).await {
-                    tracing::warn!(key = %hold.args.key, %reason,
+                if let Err(reason) = hold.check_transaction(tx).await {
+                    tracing::warn!(key = %hold.id.key, %reason,
                         "a for-update lock's transaction ended; the lock is lost");
                     hold.lost.send_replace(Some(reason));
                     return;
@@ -255,7 +170,7 @@ impl TxHold {
         // then answer as if all was well (PostgreSQL turns it into a rollback, MariaDB
         // commits whatever ran after the rollback on its own).
         if self.lent.swap(false, Ordering::AcqRel) {
-            if let Err(reason) = check_transaction(&mut tx, self.check.as_ref(), &self.args).await {
+            if let Err(reason) = self.check_transaction(&mut tx).await {
                 self.lost.send_replace(Some(reason));
                 let _ = tx.rollback().await;
                 return Ok(false);
@@ -284,6 +199,17 @@ impl TxHold {
         }
     }
 
+    /// Whether the transaction still holds the lock: `Err` with the reason when it is
+    /// gone.
+    async fn check_transaction(&self, tx: &mut DbTransaction) -> Result<(), LostReason> {
+        match tx.exists(&self.check, &self.id.held(&self.owner)).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(LostReason::TransactionEnded),
+            Err(e) if connection_gone(&e) => Err(LostReason::ConnectionLost),
+            Err(_) => Err(LostReason::TransactionEnded),
+        }
+    }
+
     /// Ends the lock without waiting: the transaction is dropped, and sqlx rolls it
     /// back when the connection goes back to the pool. Needs a runtime context (the
     /// connection's return is spawned on it).
@@ -292,21 +218,6 @@ impl TxHold {
         if let Ok(mut slot) = self.tx.try_lock() {
             slot.take();
         }
-    }
-}
-
-/// Whether the transaction still holds the lock: `Err` with the reason when it is gone.
-async fn check_transaction(
-    tx: &mut DbTransaction,
-    check: Option<&Statement>,
-    args: &Args,
-) -> Result<(), LostReason> {
-    let Some(check) = check else { return Ok(()) };
-    match tx.fetch_check(check, args).await {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(LostReason::TransactionEnded),
-        Err(e) if connection_gone(&e) => Err(LostReason::ConnectionLost),
-        Err(_) => Err(LostReason::TransactionEnded),
     }
 }
 

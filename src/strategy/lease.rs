@@ -10,28 +10,100 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::dialect::{Failure, Grant};
-use crate::error::Result;
+use crate::db::retry::retry_contention;
+use crate::db::values::{Acquire, Extend};
+use crate::db::{Failure, Grant};
+use crate::error::{Class, Error, Result};
+use crate::keepers::watchdog::Track;
 use crate::lost::LostSignal;
-use crate::retry::retry_contention;
-use crate::sql::Args;
-use crate::strategy_name::Strategy;
-use crate::table::LockTable;
-use crate::watchdog::Track;
+use crate::strategy_kind::Strategy;
 
-/// One acquisition statement: the row as it stands after it, when it is ours.
-pub(crate) async fn attempt(table: &LockTable, args: &Args) -> Result<Option<Grant>, Failure> {
-    table
-        .db
-        .lease_acquire(&table.stmts, args, &table.galera)
-        .await
+use super::handle::Handle;
+use super::{Ask, LockId};
+
+/// One acquisition statement: the grant, when the row as it stands after the
+/// statement is ours.
+///
+/// [`Class::Contention`] when the key's gate was taken (PostgreSQL: a for-update holder,
+/// or another acquisition under way); `StrategyConflict` when this owner holds the key
+/// with the other strategy (a re-entry keeps the strategy the key is held with, and the
+/// statement leaves the row as it was).
+pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>, Failure> {
+    let acquire = Acquire {
+        key: &ask.key,
+        owner: &handle.owner_text,
+        strategy: ask.strategy,
+        ttl_us: ask.ttl_us(),
+    };
+    let Some(grant) = handle.db.lease_acquire(&acquire).await?.into_iter().next() else {
+        return Ok(None);
+    };
+    if grant.gate_closed() {
+        return Err(Failure::row_locked(Class::Contention, &ask.key));
+    }
+    if grant.owner != handle.owner_text {
+        return Ok(None);
+    }
+    if grant.strategy != ask.strategy.name() {
+        // Ours, held with the other strategy, and left as it was (MariaDB answers the
+        // row as it stands; the others answer nothing then).
+        return Err(Failure {
+            class: Class::Other,
+            error: Error::StrategyConflict {
+                key: ask.key.clone(),
+                held: grant.strategy.parse().unwrap_or_default(),
+                requested: ask.strategy,
+            },
+        });
+    }
+    Ok(Some(grant))
 }
 
 /// Gives back one hold, retrying statements that lost a deadlock race; whether the
 /// lease was still ours.
-pub(crate) async fn release(table: &LockTable, args: &Args) -> Result<bool> {
-    let delete_row = args.strategy == Strategy::Insert.name();
-    retry_contention(|| table.db.release(&table.stmts, args, delete_row)).await
+///
+/// The insert strategy's last hold deletes the row; a lease's row stays, free. On
+/// MariaDB a release waits a second at most on a row lock (the row of a lease that
+/// lapsed may be a for-update holder's for a whole transaction): when the row stays
+/// locked, a read that waits on nothing tells a lease that is gone (`false`) from a
+/// short lock (contention, tried again).
+pub(crate) async fn release(handle: &Handle, id: &LockId) -> Result<bool> {
+    let held = id.held(&handle.owner_text);
+    let db = &handle.db;
+    retry_contention(|| async {
+        let released = async {
+            if id.strategy == Strategy::Insert && db.insert_release(&held).await? {
+                return Ok(true);
+            }
+            db.lease_release(&held).await
+        }
+        .await;
+        match released {
+            Err(f) if f.class == Class::Contention && !db.still_held(&held).await? => Ok(false),
+            other => other,
+        }
+    })
+    .await
+}
+
+/// Pushes a lease's expiry to at least `ttl` from now: the new expiry, `None` when the
+/// lease is no longer ours. Waits a second at most on a row lock on MariaDB, as
+/// [`release`].
+async fn extend(handle: &Handle, id: &LockId, ttl_us: i64) -> Result<Option<i64>> {
+    let extend = Extend {
+        held: id.held(&handle.owner_text),
+        ttl_us,
+    };
+    let db = &handle.db;
+    retry_contention(|| async {
+        match db.lease_extend(&extend).await {
+            Err(f) if f.class == Class::Contention && !db.still_held(&extend.held).await? => {
+                Ok(None)
+            }
+            other => other,
+        }
+    })
+    .await
 }
 
 /// How a grant asks the watchdog to keep it.
@@ -54,8 +126,8 @@ pub(crate) struct LeaseHold {
 impl LeaseHold {
     /// Registers a grant with the watchdog, which counts its validity from `sent`.
     pub(crate) fn start(
-        table: &LockTable,
-        args: &Args,
+        handle: &Handle,
+        id: &LockId,
         grant: &Grant,
         sent: Instant,
         renewal: Renewal,
@@ -71,7 +143,7 @@ impl LeaseHold {
             sent,
             renew_until,
         };
-        let (lost, registration) = table.watchdog.register(&args.key, grant.token, track);
+        let (lost, registration) = handle.watchdog.register(&id.key, grant.token, track);
         let hold = Self {
             registration,
             expires_at: micros_to_utc(grant.expires_us),
@@ -88,36 +160,40 @@ impl LeaseHold {
         self.hold_count
     }
 
-    /// Pushes the expiry to at least `args.ttl_us` from now; `false` when the lease is
-    /// no longer ours.
-    pub(crate) async fn extend(&mut self, table: &LockTable, args: &Args) -> Result<bool> {
+    /// Pushes the expiry to at least `ttl` from now; `false` when the lease is no
+    /// longer ours.
+    pub(crate) async fn extend(
+        &mut self,
+        handle: &Handle,
+        id: &LockId,
+        ttl: Duration,
+    ) -> Result<bool> {
         let sent = Instant::now();
-        let extended = retry_contention(|| table.db.lease_extend(&table.stmts, args)).await?;
-        let Some(expires_us) = extended else {
+        let ttl_us = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+        let Some(expires_us) = extend(handle, id, ttl_us).await? else {
             return Ok(false);
         };
         self.expires_at = micros_to_utc(expires_us);
-        let ttl = Duration::from_micros(args.ttl_us.unsigned_abs());
-        table
+        handle
             .watchdog
-            .extended(&args.key, self.registration, sent, ttl);
+            .extended(&id.key, self.registration, sent, ttl);
         Ok(true)
     }
 
     /// Stops renewal of this hold, then gives it back.
-    pub(crate) async fn release(&self, table: &LockTable, args: &Args) -> Result<bool> {
-        table.watchdog.unregister(&args.key, self.registration);
-        release(table, args).await
+    pub(crate) async fn release(&self, handle: &Handle, id: &LockId) -> Result<bool> {
+        handle.watchdog.unregister(&id.key, self.registration);
+        release(handle, id).await
     }
 
     /// Stops renewal of this hold at once and gives it back in the background, on the
     /// runtime the caller has entered.
-    pub(crate) fn release_in_background(&self, table: &Arc<LockTable>, args: Args) {
-        table.watchdog.unregister(&args.key, self.registration);
-        let table = table.clone();
+    pub(crate) fn release_in_background(&self, handle: &Arc<Handle>, id: LockId) {
+        handle.watchdog.unregister(&id.key, self.registration);
+        let handle = handle.clone();
         tokio::spawn(async move {
-            if let Err(e) = release(&table, &args).await {
-                tracing::warn!(key = %args.key, error = %e,
+            if let Err(e) = release(&handle, &id).await {
+                tracing::warn!(key = %id.key, error = %e,
                     "releasing a dropped guard failed; the lease lapses at its expiry");
             }
         });

@@ -1,32 +1,98 @@
 //! The strategies: how a lock is held in the table, each protocol written once over
-//! the dialect layer.
+//! the database layer.
 //!
 //! - [`lease`]: the lease and the insert strategies (a row with owner and expiry);
 //! - [`for_update`]: a row lock in an open transaction, and
 //!   [`held_transaction`]: that transaction while it is held;
-//! - [`attempt`]: the cancel-safe attempt every acquisition goes through.
+//! - [`attempt`]: the cancel-safe attempt every acquisition goes through;
+//! - [`handle`]: the state of the handle they work for.
 //!
-//! A guard holds a [`Hold`] and delegates to it; which strategy it is matters here
-//! only.
+//! A request comes in as an [`Ask`]; a grant goes out as a [`Hold`] and the [`LockId`]
+//! that names it. A guard holds both and delegates to the hold; which strategy it is
+//! matters here only.
 
 pub(crate) mod attempt;
 pub(crate) mod for_update;
+pub(crate) mod handle;
 pub(crate) mod held_transaction;
 pub(crate) mod lease;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::error::Result;
+use crate::db::{values, Dialect};
+use crate::error::{Error, Result};
 use crate::lost::{LostReason, LostSignal};
-use crate::sql::Args;
-use crate::table::LockTable;
+use crate::strategy_kind::Strategy;
 
 use self::attempt::Granted;
+use self::handle::Handle;
 use self::held_transaction::{LentTransaction, TxHold};
 use self::lease::{LeaseHold, Renewal};
+
+/// What an acquisition asks for: a key, the strategy to hold it with, and a lease's
+/// TTL (validated).
+#[derive(Debug, Clone)]
+pub(crate) struct Ask {
+    pub(crate) key: String,
+    pub(crate) strategy: Strategy,
+    pub(crate) ttl: Duration,
+}
+
+impl Ask {
+    /// The TTL in whole microseconds, the unit the SQL works in (in range: validated).
+    pub(crate) fn ttl_us(&self) -> i64 {
+        i64::try_from(self.ttl.as_micros()).unwrap_or(i64::MAX)
+    }
+}
+
+/// One grant, by what names it: the key, the strategy it is held with, its token.
+#[derive(Debug, Clone)]
+pub(crate) struct LockId {
+    pub(crate) key: String,
+    pub(crate) strategy: Strategy,
+    pub(crate) token: i64,
+}
+
+impl LockId {
+    /// The grant as the statements that act on it take it.
+    pub(crate) fn held<'a>(&'a self, owner: &'a str) -> values::Held<'a> {
+        values::Held {
+            key: &self.key,
+            owner,
+            token: self.token,
+        }
+    }
+}
+
+/// Refuses a strategy the server cannot hold, before any SQL is sent.
+pub(crate) fn check_strategy(strategy: Strategy, dialect: Dialect) -> Result<()> {
+    if strategy == Strategy::ForUpdate && !dialect.has_row_locks() {
+        return Err(Error::StrategyUnsupported {
+            strategy: strategy.name(),
+            dialect: dialect.name(),
+        });
+    }
+    Ok(())
+}
+
+/// How long an attempt of `strategy` may wait in the database for a lock another
+/// transaction holds, with `left` of the caller's deadline to go (`None`: no
+/// deadline); `None` when it must not wait at all. Only a for-update attempt waits
+/// there (see [`for_update::wait_slice`]); the others poll.
+pub(crate) fn wait_in_database(
+    strategy: Strategy,
+    dialect: Dialect,
+    left: Option<Duration>,
+) -> Option<Duration> {
+    match strategy {
+        Strategy::ForUpdate => for_update::wait_slice(dialect, left),
+        Strategy::Lease | Strategy::Insert => None,
+    }
+}
 
 /// What a guard holds: a lease (or insert) registration, or a for-update transaction.
 #[derive(Debug)]
@@ -36,26 +102,32 @@ pub(crate) enum Hold {
 }
 
 impl Hold {
-    /// Starts holding what an attempt took: a lease is registered with the watchdog,
-    /// a transaction gets its keepalive. `args.token` is set to the grant's.
+    /// Starts holding what an attempt took for `ask`: a lease is registered with the
+    /// watchdog, a transaction gets its keepalive.
     pub(crate) fn start(
-        table: &LockTable,
-        args: &mut Args,
+        handle: &Handle,
+        ask: &Ask,
         granted: Granted,
         sent: Instant,
         renewal: Renewal,
-    ) -> (Self, LostSignal) {
+    ) -> (Self, LockId, LostSignal) {
+        let id = |token| LockId {
+            key: ask.key.clone(),
+            strategy: ask.strategy,
+            token,
+        };
         match granted {
             Granted::Lease(grant) => {
-                args.token = grant.token;
-                let (hold, lost) = LeaseHold::start(table, args, &grant, sent, renewal);
-                (Self::Lease(hold), lost)
+                let id = id(grant.token);
+                let (hold, lost) = LeaseHold::start(handle, &id, &grant, sent, renewal);
+                (Self::Lease(hold), id, lost)
             }
-            Granted::Tx(tx, token) => {
-                args.token = token;
-                let keepalive = table.settings.keepalive;
-                let (hold, lost) = TxHold::start(tx, &table.stmts, args.clone(), keepalive);
-                (Self::Tx(hold), LostSignal::from(lost))
+            Granted::Tx(tx, check, token) => {
+                let id = id(token);
+                let keepalive = handle.settings.keepalive;
+                let owner = handle.owner_text.clone();
+                let (hold, lost) = TxHold::start(tx, check, id.clone(), owner, keepalive);
+                (Self::Tx(hold), id, LostSignal::from(lost))
             }
         }
     }
@@ -98,43 +170,44 @@ impl Hold {
         }
     }
 
-    /// Pushes a lease's expiry; a for-update lock has none, and lasts while its
-    /// transaction does.
+    /// Pushes a lease's expiry to at least `ttl` from now; a for-update lock has none,
+    /// and lasts while its transaction does.
     pub(crate) async fn extend(
         &mut self,
-        table: &LockTable,
-        args: &Args,
+        handle: &Handle,
+        id: &LockId,
+        ttl: Duration,
         lost: &LostSignal,
     ) -> Result<bool> {
         match self {
-            Self::Lease(l) => l.extend(table, args).await,
+            Self::Lease(l) => l.extend(handle, id, ttl).await,
             Self::Tx(_) => Ok(!lost.is_lost()),
         }
     }
 
     /// Ends the lock: a lease is released, a transaction committed. Whether it was
     /// still held.
-    pub(crate) async fn release(&self, table: &LockTable, args: &Args) -> Result<bool> {
+    pub(crate) async fn release(&self, handle: &Handle, id: &LockId) -> Result<bool> {
         match self {
-            Self::Lease(l) => l.release(table, args).await,
+            Self::Lease(l) => l.release(handle, id).await,
             Self::Tx(hold) => hold.commit().await,
         }
     }
 
     /// Ends the lock discarding the holder's work: a transaction is rolled back, a
     /// lease released.
-    pub(crate) async fn rollback(&self, table: &LockTable, args: &Args) -> Result<()> {
+    pub(crate) async fn rollback(&self, handle: &Handle, id: &LockId) -> Result<()> {
         match self {
-            Self::Lease(l) => l.release(table, args).await.map(drop),
+            Self::Lease(l) => l.release(handle, id).await.map(drop),
             Self::Tx(hold) => hold.rollback().await,
         }
     }
 
     /// Ends the lock without waiting, on the runtime the caller has entered: a lease is
     /// released in the background, a transaction dropped (and so rolled back).
-    pub(crate) fn end_in_background(&self, table: &Arc<LockTable>, args: Args) {
+    pub(crate) fn end_in_background(&self, handle: &Arc<Handle>, id: LockId) {
         match self {
-            Self::Lease(l) => l.release_in_background(table, args),
+            Self::Lease(l) => l.release_in_background(handle, id),
             Self::Tx(hold) => hold.abandon(),
         }
     }

@@ -113,8 +113,18 @@ impl Shared {
 }
 
 impl Notifier {
+    /// The listener for a handle family on `pool`, when its server has notifications
+    /// (PostgreSQL).
+    pub(crate) fn for_pool(pool: &crate::db::DbPool, channel: String) -> Option<Self> {
+        match pool {
+            crate::db::DbPool::Postgres(pool) => Some(Self::new(pool, channel)),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
     /// A listener for `channel`, to connect as `pool` does. Sends nothing yet.
-    pub(crate) fn new(pool: &PgPool, channel: String) -> Self {
+    fn new(pool: &PgPool, channel: String) -> Self {
         Self {
             shared: Arc::new(Shared {
                 channel,

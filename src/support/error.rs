@@ -100,9 +100,9 @@ pub enum Error {
         /// The lock's key.
         key: String,
         /// The strategy the handle holds the key with.
-        held: crate::strategy_name::Strategy,
+        held: crate::strategy_kind::Strategy,
         /// The strategy asked for.
-        requested: crate::strategy_name::Strategy,
+        requested: crate::strategy_kind::Strategy,
     },
 
     /// Occurs when a lock was granted, but its answer arrived later than the lease's TTL

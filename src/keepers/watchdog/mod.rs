@@ -23,9 +23,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::dialect::{DbPool, Statements};
+use crate::db::statement::batch_json;
+use crate::db::values::Renew;
+use crate::db::Db;
 use crate::lost::LostSignal;
-use crate::sql::{batch_json, Args};
 
 use self::leases::Batch;
 pub(crate) use self::leases::{State, Track};
@@ -54,26 +55,20 @@ pub(crate) struct Watchdog {
     target: Target,
 }
 
-/// What the renewals are sent with: the handle's pool, statements and owner.
+/// What the renewals are sent with: the handle's backend and owner.
 #[derive(Debug, Clone)]
 struct Target {
-    db: DbPool,
-    stmts: Statements,
+    db: Db,
     owner: String,
 }
 
 impl Watchdog {
-    /// A watchdog that renews with `stmts` on `db` as `owner`, every `interval` (by
-    /// default a third of each lease's TTL). Its task starts with the first lease.
-    pub(crate) fn new(
-        interval: Option<Duration>,
-        db: DbPool,
-        stmts: Statements,
-        owner: String,
-    ) -> Self {
+    /// A watchdog that renews on `db` as `owner`, every `interval` (by default a third
+    /// of each lease's TTL). Its task starts with the first lease.
+    pub(crate) fn new(interval: Option<Duration>, db: Db, owner: String) -> Self {
         Self {
             state: Arc::new(State::new(interval)),
-            target: Target { db, stmts, owner },
+            target: Target { db, owner },
         }
     }
 
@@ -140,11 +135,11 @@ async fn tick(this: &State, target: &Target, ttl: Duration, batch: Batch) {
     if batch.is_empty() {
         return;
     }
-    let args = Args {
-        owner: target.owner.clone(),
+    let json = batch_json(batch.iter().map(|(k, t)| (k.as_str(), *t)));
+    let renew = Renew {
+        owner: &target.owner,
         ttl_us: i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX),
-        batch: batch_json(batch.iter().map(|(k, t)| (k.as_str(), *t))),
-        ..Args::default()
+        batch: &json,
     };
     let sent = Instant::now();
     // A renewal that hangs must not hold up the other groups or the lapse checks: it
@@ -155,8 +150,7 @@ async fn tick(this: &State, target: &Target, ttl: Duration, batch: Batch) {
             this.period(ttl).min(at.saturating_duration_since(sent))
         })
         .max(Duration::from_millis(1));
-    let outcome =
-        tokio::time::timeout(limit, target.db.lease_renew(&target.stmts, &args, &batch)).await;
+    let outcome = tokio::time::timeout(limit, target.db.lease_renew(&renew, &batch)).await;
     this.ticks.fetch_add(1, Ordering::Relaxed);
     match outcome {
         Ok(Ok(renewal)) => {

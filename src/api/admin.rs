@@ -1,15 +1,16 @@
 //! The operator's calls on a lock table: what is held ([`Locker::list`], and one key
-//! with [`Locker::lock_info`]), releasing a stuck lock by force, and sweeping expired
-//! rows. None of them waits on a lock another transaction holds.
+//! with [`Locker::lock_info`]) and releasing a stuck lock by force. None of them waits
+//! on a lock another transaction holds. Sweeps are in `sweeping.rs`.
 
 use std::time::Duration;
 
+use crate::db::retry::{retry_contention, retry_failure};
+use crate::db::values::{Key, Limit};
+use crate::db::Listed;
 use crate::error::{Class, Error, Result};
-use crate::locker::Locker;
-use crate::retry::{retry_contention, retry_failure};
-use crate::sql::Args;
-use crate::sweeper::{self, SweepOptions, SweeperHandle};
 use crate::validate;
+
+use super::locker::Locker;
 
 /// The most locks [`Locker::list`] reports.
 pub const MAX_LISTED: usize = 100_000;
@@ -36,8 +37,8 @@ pub struct LockInfo {
     pub expires_in: Duration,
 }
 
-impl From<crate::dialect::Listed> for LockInfo {
-    fn from(l: crate::dialect::Listed) -> Self {
+impl From<Listed> for LockInfo {
+    fn from(l: Listed) -> Self {
         use crate::strategy::lease::micros_to_utc;
         Self {
             key: l.key,
@@ -88,17 +89,8 @@ impl Locker {
     /// ```
     pub async fn force_release(&self, key: &str) -> Result<bool> {
         validate::key(key)?;
-        let args = Args {
-            key: key.to_owned(),
-            ..Args::default()
-        };
-        match retry_failure(|| {
-            self.shared
-                .db
-                .lease_force_release(&self.shared.stmts, &args)
-        })
-        .await
-        {
+        let k = Key(key);
+        match retry_failure(|| self.shared.db.force_release(&k)).await {
             Ok(released) => Ok(released),
             Err(f) if f.class == Class::Contention => Err(Error::RowLocked {
                 key: key.to_owned(),
@@ -130,11 +122,8 @@ impl Locker {
     /// # }
     /// ```
     pub async fn list(&self) -> Result<Vec<LockInfo>> {
-        let args = Args {
-            limit: MAX_LISTED as i64,
-            ..Args::default()
-        };
-        let rows = retry_contention(|| self.shared.db.list(&self.shared.stmts, &args)).await?;
+        let limit = Limit(i64::try_from(MAX_LISTED).unwrap_or(i64::MAX));
+        let rows = retry_contention(|| self.shared.db.list(&limit)).await?;
         Ok(rows.into_iter().map(LockInfo::from).collect())
     }
 
@@ -165,56 +154,8 @@ impl Locker {
     /// ```
     pub async fn lock_info(&self, key: &str) -> Result<Option<LockInfo>> {
         validate::key(key)?;
-        let args = Args {
-            key: key.to_owned(),
-            ..Args::default()
-        };
-        let row = retry_contention(|| self.shared.db.lookup(&self.shared.stmts, &args)).await?;
+        let k = Key(key);
+        let row = retry_contention(|| self.shared.db.lookup(&k)).await?;
         Ok(row.map(LockInfo::from))
-    }
-
-    /// Reclaims every row of the lock table whose lease expired (and, with a grace,
-    /// expired long enough ago), batch by batch, and returns how many it deleted.
-    ///
-    /// Released leases count as expired: their rows go too. Held leases are never
-    /// touched, whoever holds them, and neither are the for-update strategy's rows,
-    /// which are reused by every lock of their key.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidBatch`] or [`Error::TtlTooLong`] (for the grace) before any SQL
-    /// is sent; database errors. Rows deleted by earlier batches stay deleted.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future stops between or during batches; a batch either deleted its
-    /// rows or did not.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
-    /// use std::time::Duration;
-    /// use sqlock::SweepOptions;
-    ///
-    /// let reclaimed = locker.sweep(SweepOptions::new().grace(Duration::from_secs(60))).await?;
-    /// println!("reclaimed {reclaimed} rows");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn sweep(&self, options: SweepOptions) -> Result<u64> {
-        sweeper::sweep(&self.shared, options).await
-    }
-
-    /// Runs [`sweep`](Self::sweep) every `every` in a background task, until the
-    /// returned handle is shut down or dropped. A failed sweep is logged and tried
-    /// again at the next interval.
-    ///
-    /// # Errors
-    ///
-    /// Bad options, as [`sweep`](Self::sweep), before the task starts; a zero
-    /// interval as [`Error::TtlTooShort`].
-    pub fn spawn_sweeper(&self, every: Duration, options: SweepOptions) -> Result<SweeperHandle> {
-        sweeper::spawn(self.shared.clone(), every, options)
     }
 }

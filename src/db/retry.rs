@@ -8,8 +8,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use super::Failure;
 use crate::backoff::Backoff;
-use crate::dialect::Failure;
 use crate::error::{Class, Error, Result};
 
 /// How often a statement that lost a race is tried again before the call gives up.

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::SqlSafeStr;
 
-use crate::dialect::{DbPool, Dialect};
+use super::{DbPool, Dialect};
 use crate::error::Result;
 use crate::validate::{TableName, DEFAULT_TABLE};
 
@@ -31,7 +31,7 @@ macro_rules! create_table {
             version: 20261122000000,
             description: "create sqlock locks",
             sql: include_str!(concat!(
-                "../migrations/",
+                "../../migrations/",
                 $dir,
                 "/20261122000000_create_sqlock_locks.sql"
             )),
@@ -47,7 +47,7 @@ macro_rules! create_sweep {
             version: 20261124000000,
             description: "create sqlock sweep",
             sql: include_str!(concat!(
-                "../migrations/",
+                "../../migrations/",
                 $dir,
                 "/20261124000000_create_sqlock_sweep.sql"
             )),

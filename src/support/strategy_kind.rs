@@ -1,11 +1,9 @@
 //! The ways sqlock can hold a lock in a table, by name, and when to choose which: the
-//! [`Strategy`] a handle or a request names. Their protocols live in `strategy/`.
+//! [`Strategy`] a handle or a request names. Their protocols live in `strategy/`; this
+//! is the name alone, which the errors and the database's rows speak of too.
 
 use std::fmt;
 use std::str::FromStr;
-
-use crate::dialect::Dialect;
-use crate::error::{Error, Result};
 
 /// How a lock is held in the table. Chosen per handle
 /// ([`LockerBuilder::strategy`](crate::LockerBuilder::strategy)) or per request
@@ -73,17 +71,6 @@ impl Strategy {
             Self::ForUpdate => "for-update",
         }
     }
-}
-
-/// Refuses a strategy the dialect cannot hold, before any SQL is sent.
-pub(crate) fn check_strategy(strategy: Strategy, dialect: Dialect) -> Result<()> {
-    if strategy == Strategy::ForUpdate && !dialect.has_row_locks() {
-        return Err(Error::StrategyUnsupported {
-            strategy: strategy.name(),
-            dialect: dialect.name(),
-        });
-    }
-    Ok(())
 }
 
 impl fmt::Display for Strategy {

@@ -9,35 +9,25 @@ use tokio::time::Instant;
 
 use crate::backoff::Backoff;
 use crate::error::{Class, Error, Result};
-use crate::guard::LockGuard;
 use crate::lost::LostReason;
-use crate::sql::Args;
-use crate::strategy::attempt::{attempt, Granted};
+use crate::strategy::attempt::{attempt, try_once, Granted};
+use crate::strategy::handle::Handle;
 use crate::strategy::lease::Renewal;
-use crate::strategy::Hold;
-use crate::strategy_name::{check_strategy, Strategy};
-use crate::table::LockTable;
+use crate::strategy::{check_strategy, wait_in_database, Ask, Hold};
+use crate::strategy_kind::Strategy;
 use crate::validate;
 
-/// How often an acquisition attempt that lost a deadlock or serialization race is
-/// tried again before it counts as busy.
-const CONTENTION_RETRIES: u32 = 5;
+use super::guard::LockGuard;
 
 /// How many grants in a row may come back too late to use (their answer outran their
 /// TTL) before a waiting call reports [`Error::GrantExpired`].
 const LAPSED_GRANTS: u32 = 3;
 
-/// The longest single wait of a for-update attempt in the database.
-const FOR_UPDATE_SLICE: Duration = Duration::from_secs(1);
-
-/// How long before a deadline a for-update attempt stops waiting in the database.
-const FOR_UPDATE_MARGIN: Duration = Duration::from_millis(50);
-
 /// A request for one lock, made by [`Locker::lock`](crate::Locker::lock).
 #[derive(Debug, Clone)]
 #[must_use = "a request does nothing until one of its acquire methods is awaited"]
 pub struct LockRequest<'a> {
-    shared: &'a Arc<LockTable>,
+    shared: &'a Arc<Handle>,
     key: &'a str,
     ttl: Option<Duration>,
     auto_renew: Option<bool>,
@@ -48,7 +38,7 @@ pub struct LockRequest<'a> {
 
 impl<'a> LockRequest<'a> {
     /// A request for `key` on `shared`, with the handle's settings.
-    pub(crate) fn new(shared: &'a Arc<LockTable>, key: &'a str) -> Self {
+    pub(crate) fn new(shared: &'a Arc<Handle>, key: &'a str) -> Self {
         Self {
             shared,
             key,
@@ -190,25 +180,9 @@ impl<'a> LockRequest<'a> {
     /// # }
     /// ```
     pub async fn try_acquire(self) -> Result<Option<LockGuard>> {
-        let args = self.args()?;
-        let mut tries = 0;
-        loop {
-            let reached = Arc::new(AtomicBool::new(false));
-            match attempt(self.shared, &args, self.chosen_strategy(), true, reached).await {
-                Ok(grant) => return Ok(grant.map(|(g, sent)| self.guard(args, g, sent))),
-                // Held by a lock of another strategy: a definite answer.
-                Err(f) if f.class == Class::Held => return Ok(None),
-                // The key was free, but the answer came too late to use the grant: not
-                // "busy".
-                Err(f) if f.class == Class::Lapsed => return Err(f.error),
-                Err(f) if f.class == Class::Contention && tries < CONTENTION_RETRIES => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
-                }
-                Err(f) if f.class == Class::Contention => return Ok(None),
-                Err(f) => return Err(f.error),
-            }
-        }
+        let ask = self.ask()?;
+        let granted = try_once(self.shared, &ask).await?;
+        Ok(granted.map(|(g, sent)| self.guard(&ask, g, sent)))
     }
 
     /// Takes the lock, waiting for it as long as it takes, or until the request's
@@ -287,48 +261,36 @@ impl<'a> LockRequest<'a> {
     }
 
     async fn wait(self, deadline: Option<Instant>) -> Result<LockGuard> {
-        let args = self.args()?;
+        let ask = self.ask()?;
         let started = Instant::now();
         let timed_out = || Error::Timeout {
             key: self.key.to_owned(),
             waited: started.elapsed(),
         };
         let shared = &self.shared;
-        let strategy = self.chosen_strategy();
+        let dialect = shared.db.dialect();
         let mut backoff = Backoff::new(shared.settings.poll_min, shared.settings.poll_max);
         // Registered before the first attempt, so that a release announced while an
         // attempt is under way still cuts the wait after it short.
         #[cfg(feature = "postgres")]
-        let wakeups = wakeups(shared, strategy, &args.key);
-        let mut args = args;
+        let wakeups = wakeups(shared, ask.strategy, &ask.key);
         // Whether any attempt had a pooled connection: until one has, a deadline met
         // while every connection of the pool is taken is an exhausted pool.
         let reached = Arc::new(AtomicBool::new(false));
         let mut lapsed = 0;
         loop {
-            // A for-update attempt waits in the database, in slices of at most a second
-            // that end a little before the deadline: a caller who gives up never leaves
-            // a wait behind that could take the lock after it was told it timed out.
-            let slice = deadline.map_or(FOR_UPDATE_SLICE, |d| {
-                d.saturating_duration_since(Instant::now())
-                    .saturating_sub(FOR_UPDATE_MARGIN)
-                    .min(FOR_UPDATE_SLICE)
-            });
-            args.wait_us = i64::try_from(slice.as_micros()).unwrap_or(i64::MAX);
-            // MariaDB waits in whole seconds; shorter remainders poll without waiting.
-            let nowait = strategy != Strategy::ForUpdate
-                || slice < Duration::from_millis(1)
-                || (self.shared.db.dialect().waits_in_whole_seconds() && slice < FOR_UPDATE_SLICE);
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let in_db = wait_in_database(ask.strategy, dialect, left);
             // The deadline is the caller's: at it the answer is a timeout, also when the
             // attempt in flight holds the pool's last connection itself (waiting in the
             // database behind another transaction, say). Only a wait in which no attempt
             // ever had a connection, while every connection of the pool was taken, is an
             // exhausted pool.
-            let this = attempt(shared, &args, strategy, nowait, reached.clone());
+            let this = attempt(shared, &ask, in_db, reached.clone());
             let outcome = match deadline {
                 Some(d) => match tokio::time::timeout_at(d, this).await {
                     Ok(outcome) => outcome,
-                    Err(_) if !reached.load(Ordering::Relaxed) && shared.db.is_exhausted() => {
+                    Err(_) if !reached.load(Ordering::Relaxed) && shared.pool.is_exhausted() => {
                         return Err(Error::PoolExhausted)
                     }
                     Err(_) => return Err(timed_out()),
@@ -336,9 +298,9 @@ impl<'a> LockRequest<'a> {
                 None => this.await,
             };
             match outcome {
-                Ok(Some((grant, sent))) => return Ok(self.guard(args, grant, sent)),
+                Ok(Some((grant, sent))) => return Ok(self.guard(&ask, grant, sent)),
                 // The attempt waited in the database already: go again at once.
-                Ok(None) if !nowait => continue,
+                Ok(None) if in_db.is_some() => continue,
                 Ok(None) => {}
                 // Lost a deadlock or serialization race, or a lock of another strategy
                 // holds the key: the lock is busy, wait.
@@ -387,11 +349,12 @@ impl<'a> LockRequest<'a> {
         self.strategy.unwrap_or(self.shared.settings.strategy)
     }
 
-    fn args(&self) -> Result<Args> {
+    /// What this request asks for, checked before any SQL is sent.
+    fn ask(&self) -> Result<Ask> {
         validate::key(self.key)?;
         let shared = &self.shared;
         let strategy = self.chosen_strategy();
-        check_strategy(strategy, self.shared.db.dialect())?;
+        check_strategy(strategy, shared.db.dialect())?;
         // A key is held by one strategy at a time, and this handle's own hold of it is
         // re-entered only with the strategy it holds the key with.
         if let Some(held) = shared.held_with(self.key).filter(|&h| h != strategy) {
@@ -401,25 +364,24 @@ impl<'a> LockRequest<'a> {
                 requested: strategy,
             });
         }
-        let ttl_us = validate::ttl(self.ttl.unwrap_or(shared.settings.ttl))?;
-        Ok(Args {
+        let ttl = self.ttl.unwrap_or(shared.settings.ttl);
+        validate::ttl(ttl)?;
+        Ok(Ask {
             key: self.key.to_owned(),
-            owner: shared.owner_text.clone(),
-            ttl_us,
-            strategy: strategy.name(),
-            ..Args::default()
+            strategy,
+            ttl,
         })
     }
 
-    fn guard(&self, mut args: Args, granted: Granted, sent: Instant) -> LockGuard {
+    fn guard(&self, ask: &Ask, granted: Granted, sent: Instant) -> LockGuard {
         let shared = &self.shared;
         let renewal = Renewal {
-            ttl: self.ttl.unwrap_or(shared.settings.ttl),
+            ttl: ask.ttl,
             auto_renew: self.auto_renew.unwrap_or(shared.settings.auto_renew),
             max_hold: self.max_hold,
         };
-        let (hold, lost) = Hold::start(shared, &mut args, granted, sent, renewal);
-        LockGuard::new(Arc::clone(shared), args, hold, lost)
+        let (hold, id, lost) = Hold::start(shared, ask, granted, sent, renewal);
+        LockGuard::new(Arc::clone(shared), id, hold, lost)
     }
 }
 
@@ -427,12 +389,12 @@ impl<'a> LockRequest<'a> {
 /// for-update strategy waits in the database instead.
 #[cfg(feature = "postgres")]
 fn wakeups(
-    table: &crate::table::LockTable,
+    handle: &Handle,
     strategy: Strategy,
     key: &str,
-) -> Option<crate::notify::Subscription> {
+) -> Option<crate::keepers::notify::Subscription> {
     if strategy == Strategy::ForUpdate {
         return None;
     }
-    table.notifier.as_ref().map(|n| n.subscribe(key))
+    handle.notifier.as_ref().map(|n| n.subscribe(key))
 }

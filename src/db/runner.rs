@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use sqlx::Row as _;
 
-use crate::sql::{Args, Statement};
+use super::statement::{Statement, Values};
 
-use super::{Grant, Listed};
+use super::outcome::{Grant, Listed};
 
 tokio::task_local! {
     /// For the statements of one acquisition attempt: set once one of them has a
@@ -44,86 +44,91 @@ pub(crate) trait Runner: sqlx::Database {
     /// Runs `s` on a pooled connection for its effect: the rows it matched (sqlx
     /// connects to MariaDB with CLIENT_FOUND_ROWS, so a matched row that a statement
     /// left unchanged counts too).
-    fn execute<'a>(pool: &'a sqlx::Pool<Self>, s: &'a Statement, a: &'a Args) -> Fut<'a, u64>;
+    fn execute<'a, V: Values>(
+        pool: &'a sqlx::Pool<Self>,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
+    ) -> Fut<'a, u64>;
 
     /// Runs an acquisition, whose rows are grants (owner, token, expiry, holds), in an
     /// explicit transaction when `in_tx`. Reads to the end of the response, not just to
     /// the first row: an autocommit statement's COMMIT may still fail after its rows
     /// were sent (a Galera certification failure, a serialization failure), and a
     /// grant whose commit failed is no grant.
-    fn fetch_grants<'a>(
+    fn fetch_grants<'a, V: Values>(
         pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement,
-        a: &'a Args,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
         in_tx: bool,
     ) -> Fut<'a, Vec<Grant>>;
 
     /// The first column of every row `s` returns, as integers.
-    fn fetch_i64s<'a>(
+    fn fetch_i64s<'a, V: Values>(
         pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement,
-        a: &'a Args,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
     ) -> Fut<'a, Vec<i64>>;
 
     /// The first column of every row `s` returns, as text.
-    fn fetch_strings<'a>(
+    fn fetch_strings<'a, V: Values>(
         pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement,
-        a: &'a Args,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
     ) -> Fut<'a, Vec<String>>;
 
     /// The rows of `list.sql`.
-    fn fetch_listed<'a>(
+    fn fetch_listed<'a, V: Values>(
         pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement,
-        a: &'a Args,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
     ) -> Fut<'a, Vec<Listed>>;
 
     /// The one value a statement hands back: the first column of its first row where
     /// the dialect has `RETURNING`, `LAST_INSERT_ID(expr)` on MariaDB; `None` when it
     /// matched no row.
-    fn fetch_value<'a>(
+    fn fetch_value<'a, V: Values>(
         pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement,
-        a: &'a Args,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
     ) -> Fut<'a, Option<i64>>;
 
     /// Runs `s` on `conn` (inside the caller's transaction) for its effect: the rows it
     /// matched.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    fn execute_on<'a>(
+    fn execute_on<'a, V: Values>(
         conn: &'a mut Self::Connection,
-        s: &'a Statement,
-        a: &'a Args,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
     ) -> Fut<'a, u64>;
 
     /// Whether `s` returns a row on `conn`.
-    fn exists_on<'a>(
+    fn exists_on<'a, V: Values>(
         conn: &'a mut Self::Connection,
-        s: &'a Statement,
-        a: &'a Args,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
     ) -> Fut<'a, bool>;
 
     /// The first column of every row `s` returns on `conn`, as text.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    fn strings_on<'a>(
+    fn strings_on<'a, V: Values>(
         conn: &'a mut Self::Connection,
-        s: &'a Statement,
-        a: &'a Args,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
     ) -> Fut<'a, Vec<String>>;
 
     /// The first row of `s` on `conn` as a text and a boolean column.
-    fn text_and_flag_on<'a>(
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    fn text_and_flag_on<'a, V: Values>(
         conn: &'a mut Self::Connection,
-        s: &'a Statement,
-        a: &'a Args,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
     ) -> Fut<'a, (String, bool)>;
 
     /// [`fetch_value`](Self::fetch_value) on `conn`.
-    fn value_on<'a>(
+    fn value_on<'a, V: Values>(
         conn: &'a mut Self::Connection,
-        s: &'a Statement,
-        a: &'a Args,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
     ) -> Fut<'a, Option<i64>>;
 }
 
@@ -181,10 +186,10 @@ macro_rules! value {
 macro_rules! runner {
     ($db:ty, $values:ident) => {
         impl Runner for $db {
-            fn execute<'a>(
+            fn execute<'a, V: Values>(
                 pool: &'a sqlx::Pool<Self>,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
             ) -> Fut<'a, u64> {
                 Box::pin(async move {
                     on_pool!(pool, s.is_pinned(), |ex| async {
@@ -193,10 +198,10 @@ macro_rules! runner {
                 })
             }
 
-            fn fetch_grants<'a>(
+            fn fetch_grants<'a, V: Values>(
                 pool: &'a sqlx::Pool<Self>,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
                 in_tx: bool,
             ) -> Fut<'a, Vec<Grant>> {
                 Box::pin(async move {
@@ -217,10 +222,10 @@ macro_rules! runner {
                 })
             }
 
-            fn fetch_i64s<'a>(
+            fn fetch_i64s<'a, V: Values>(
                 pool: &'a sqlx::Pool<Self>,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
             ) -> Fut<'a, Vec<i64>> {
                 Box::pin(async move {
                     let rows = on_pool!(pool, s.is_pinned(), |ex| s.bind::<$db>(a).fetch_all(ex))?;
@@ -228,10 +233,10 @@ macro_rules! runner {
                 })
             }
 
-            fn fetch_strings<'a>(
+            fn fetch_strings<'a, V: Values>(
                 pool: &'a sqlx::Pool<Self>,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
             ) -> Fut<'a, Vec<String>> {
                 Box::pin(async move {
                     let rows = on_pool!(pool, s.is_pinned(), |ex| s.bind::<$db>(a).fetch_all(ex))?;
@@ -239,10 +244,10 @@ macro_rules! runner {
                 })
             }
 
-            fn fetch_listed<'a>(
+            fn fetch_listed<'a, V: Values>(
                 pool: &'a sqlx::Pool<Self>,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
             ) -> Fut<'a, Vec<Listed>> {
                 Box::pin(async move {
                     let rows = on_pool!(pool, s.is_pinned(), |ex| s.bind::<$db>(a).fetch_all(ex))?;
@@ -263,10 +268,10 @@ macro_rules! runner {
                 })
             }
 
-            fn fetch_value<'a>(
+            fn fetch_value<'a, V: Values>(
                 pool: &'a sqlx::Pool<Self>,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
             ) -> Fut<'a, Option<i64>> {
                 Box::pin(async move {
                     on_pool!(pool, s.is_pinned(), |ex| async {
@@ -275,26 +280,26 @@ macro_rules! runner {
                 })
             }
 
-            fn execute_on<'a>(
+            fn execute_on<'a, V: Values>(
                 conn: &'a mut Self::Connection,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
             ) -> Fut<'a, u64> {
                 Box::pin(async move { Ok(s.bind::<$db>(a).execute(conn).await?.rows_affected()) })
             }
 
-            fn exists_on<'a>(
+            fn exists_on<'a, V: Values>(
                 conn: &'a mut Self::Connection,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
             ) -> Fut<'a, bool> {
                 Box::pin(async move { Ok(s.bind::<$db>(a).fetch_optional(conn).await?.is_some()) })
             }
 
-            fn strings_on<'a>(
+            fn strings_on<'a, V: Values>(
                 conn: &'a mut Self::Connection,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
             ) -> Fut<'a, Vec<String>> {
                 Box::pin(async move {
                     let rows = s.bind::<$db>(a).fetch_all(conn).await?;
@@ -302,10 +307,10 @@ macro_rules! runner {
                 })
             }
 
-            fn text_and_flag_on<'a>(
+            fn text_and_flag_on<'a, V: Values>(
                 conn: &'a mut Self::Connection,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
             ) -> Fut<'a, (String, bool)> {
                 Box::pin(async move {
                     let row = s.bind::<$db>(a).fetch_one(conn).await?;
@@ -313,10 +318,10 @@ macro_rules! runner {
                 })
             }
 
-            fn value_on<'a>(
+            fn value_on<'a, V: Values>(
                 conn: &'a mut Self::Connection,
-                s: &'a Statement,
-                a: &'a Args,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
             ) -> Fut<'a, Option<i64>> {
                 Box::pin(async move { value!($values, $db, s, a, conn) })
             }

@@ -1,4 +1,5 @@
-//! Turns the statement templates in `sql/` into text a driver can prepare.
+//! Turns the statement templates in `sql/` into text a driver can prepare, typed by
+//! the values they take.
 //!
 //! The templates name their parameters (`:key`, `:owner`, `:ttl_us`, `:token`) and the
 //! lock table (`{table}`), so they read the same in every dialect. Rendering happens
@@ -6,7 +7,12 @@
 //! `{channel}`, the table's release channel for notifications, derived from it) and
 //! each parameter becomes the dialect's placeholder (`$1` on PostgreSQL, `?`
 //! elsewhere), with the order in which values must be bound recorded beside the text.
+//!
+//! A [`Statement<V>`] is bound with a value of `V` only: each statement's values come
+//! as a typed request (see `values.rs`), never as a bag of every value any statement
+//! could take.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use sqlx::database::HasStatementCache;
@@ -14,7 +20,7 @@ use sqlx::{AssertSqlSafe, Database, Encode, Type};
 
 use crate::validate::TableName;
 
-/// One value a statement takes.
+/// One value a statement may take, by the name the templates give it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Param {
     Key,
@@ -53,6 +59,27 @@ impl Param {
     }
 }
 
+/// A value bound to a placeholder.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Value<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
+/// The values of one kind of request, by the parameters its statements name.
+pub(crate) trait Values: Sync {
+    /// The same kind of request with other borrows: a statement is typed by the kind
+    /// (`Statement<Held<'static>>`) and bound with a request of any lifetime.
+    type With<'a>: Values;
+
+    /// Every parameter [`value`](Self::value) answers for. A statement bound with
+    /// these values names no other (checked when it is rendered).
+    const PARAMS: &'static [Param];
+
+    /// The value of `param`, one of [`PARAMS`](Self::PARAMS).
+    fn value(&self, param: Param) -> Value<'_>;
+}
+
 /// How a dialect writes placeholders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Placeholders {
@@ -62,45 +89,59 @@ pub(crate) enum Placeholders {
     Positional,
 }
 
-/// A rendered statement: its text and the values it takes, in binding order.
-#[derive(Debug, Clone)]
-pub(crate) struct Statement {
+/// How a handle sends its statements, beyond their dialect and table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Mode {
+    /// Releases also announce the freed key on the table's channel (PostgreSQL).
+    pub(crate) notify: bool,
+    /// Statements are unnamed and pinned by a transaction each (transaction pooling).
+    pub(crate) pinned: bool,
+}
+
+/// What statements are rendered for: the table, its dialect's placeholders, the mode.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub(crate) table: &'a TableName,
+    pub(crate) placeholders: Placeholders,
+    pub(crate) mode: Mode,
+}
+
+impl Target<'_> {
+    /// Renders `template`, to be bound with values of `V`.
+    pub(crate) fn render<V: Values>(&self, template: &str) -> Statement<V> {
+        Statement::render(template, self.table, self.placeholders).pinned(self.mode.pinned)
+    }
+}
+
+/// A rendered statement: its text and the values it takes, in binding order, from a
+/// request of type `V`.
+#[derive(Debug)]
+pub(crate) struct Statement<V> {
     text: Arc<str>,
-    params: Vec<Param>,
+    params: Arc<[Param]>,
     /// Sent as an unnamed statement, inside a transaction of its own when run on a
     /// pool: the transaction-pooling mode (see `LockerBuilder::transaction_pooling`).
     pinned: bool,
+    values: PhantomData<fn(&V)>,
 }
 
-/// The values a statement may take; each statement picks what it names.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Args {
-    pub(crate) key: String,
-    pub(crate) owner: String,
-    pub(crate) ttl_us: i64,
-    pub(crate) token: i64,
-    /// A JSON array of `[key, token]` pairs, for batched renewal.
-    pub(crate) batch: String,
-    pub(crate) grace_us: i64,
-    pub(crate) limit: i64,
-    /// The strategy's name, as recorded in the `lock_strategy` column.
-    pub(crate) strategy: &'static str,
-    pub(crate) wait_us: i64,
-    /// A server setting's value to put back (the for-update grant's `lock_timeout`).
-    pub(crate) setting: String,
-    /// A scheduler's schedule for the sweep (a pg_cron schedule).
-    pub(crate) schedule: String,
-    /// A scheduled sweep's interval in seconds (a MariaDB event's).
-    pub(crate) every_s: i64,
-    /// How many batches a scheduled sweep runs at most.
-    pub(crate) batches: i64,
+impl<V> Clone for Statement<V> {
+    fn clone(&self) -> Self {
+        Self {
+            text: self.text.clone(),
+            params: self.params.clone(),
+            pinned: self.pinned,
+            values: PhantomData,
+        }
+    }
 }
 
-impl Statement {
+impl<V: Values> Statement<V> {
     /// Renders `template` for `table`.
     ///
     /// Templates are the crate's own constants, and a unit test renders every one of
-    /// them, so an unknown parameter name is a bug in the crate, not bad input.
+    /// them with the values it is bound with, so a parameter that `V` cannot supply is
+    /// a bug in the crate, not bad input.
     pub(crate) fn render(template: &str, table: &TableName, style: Placeholders) -> Self {
         let template = template
             .replace("{channel}", &table.release_channel())
@@ -143,7 +184,14 @@ impl Statement {
             }
             let name = &template[i + 1..end];
             let param = Param::from_name(name)
-                .unwrap_or_else(|| panic!("BUG: unknown parameter :{name} in a sql/ template"));
+                .filter(|p| V::PARAMS.contains(p))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "BUG: a sql/ template names :{name}, which its request ({}) does \
+                         not supply",
+                        std::any::type_name::<V>()
+                    )
+                });
             match style {
                 Placeholders::Numbered => {
                     let n = match params.iter().position(|p| *p == param) {
@@ -165,8 +213,9 @@ impl Statement {
         }
         Self {
             text: text.into(),
-            params,
+            params: params.into(),
             pinned: false,
+            values: PhantomData,
         }
     }
 
@@ -193,8 +242,11 @@ impl Statement {
         &self.params
     }
 
-    /// A query with `args` bound in this statement's order.
-    pub(crate) fn bind<'a, DB>(&self, args: &'a Args) -> sqlx::query::Query<'a, DB, DB::Arguments>
+    /// A query with `values` bound in this statement's order.
+    pub(crate) fn bind<'a, DB>(
+        &self,
+        values: &'a V::With<'a>,
+    ) -> sqlx::query::Query<'a, DB, DB::Arguments>
     where
         DB: Database + HasStatementCache,
         &'a str: Encode<'a, DB> + Type<DB>,
@@ -203,21 +255,10 @@ impl Statement {
         // A pinned statement is unnamed: a transaction-pooling proxy hands the next
         // transaction to another server connection, where a named one does not exist.
         let mut query = sqlx::query(AssertSqlSafe(self.text.clone())).persistent(!self.pinned);
-        for param in &self.params {
-            query = match param {
-                Param::Key => query.bind(args.key.as_str()),
-                Param::Owner => query.bind(args.owner.as_str()),
-                Param::TtlUs => query.bind(args.ttl_us),
-                Param::Token => query.bind(args.token),
-                Param::Batch => query.bind(args.batch.as_str()),
-                Param::GraceUs => query.bind(args.grace_us),
-                Param::Limit => query.bind(args.limit),
-                Param::Strategy => query.bind(args.strategy),
-                Param::WaitUs => query.bind(args.wait_us),
-                Param::Setting => query.bind(args.setting.as_str()),
-                Param::Schedule => query.bind(args.schedule.as_str()),
-                Param::EverySecs => query.bind(args.every_s),
-                Param::Batches => query.bind(args.batches),
+        for param in self.params.iter() {
+            query = match values.value(*param) {
+                Value::Text(text) => query.bind(text),
+                Value::Int(n) => query.bind(n),
             };
         }
         query
@@ -251,10 +292,11 @@ pub(crate) fn batch_json<'a>(pairs: impl Iterator<Item = (&'a str, i64)>) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::values::{Acquire, Key};
 
     #[test]
     fn numbered_binds_each_name_once() {
-        let s = Statement::render(
+        let s = Statement::<Acquire<'_>>::render(
             "-- the owner's key\nSELECT :key, :owner::text, ':not_a_param', :key FROM \"{table}\"",
             &TableName::default(),
             Placeholders::Numbered,
@@ -263,18 +305,28 @@ mod tests {
             s.text(),
             "SELECT $1, $2::text, ':not_a_param', $1 FROM \"sqlock_locks\""
         );
-        assert_eq!(s.params, vec![Param::Key, Param::Owner]);
+        assert_eq!(s.params(), [Param::Key, Param::Owner]);
     }
 
     #[test]
     fn positional_binds_every_use() {
-        let s = Statement::render(
+        let s = Statement::<Acquire<'_>>::render(
             "SELECT :key, :ttl_us, :key, '1970-01-01 00:00:00'",
             &TableName::new("t").unwrap(),
             Placeholders::Positional,
         );
         assert_eq!(s.text(), "SELECT ?, ?, ?, '1970-01-01 00:00:00'");
-        assert_eq!(s.params, vec![Param::Key, Param::TtlUs, Param::Key]);
+        assert_eq!(s.params(), [Param::Key, Param::TtlUs, Param::Key]);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not supply")]
+    fn a_value_the_request_lacks_is_a_bug() {
+        let _ = Statement::<Key<'_>>::render(
+            "SELECT :owner",
+            &TableName::default(),
+            Placeholders::Numbered,
+        );
     }
 
     #[test]

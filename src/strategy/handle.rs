@@ -1,8 +1,9 @@
-//! The lock table a handle works on: its pool and rendered statements, its owner id,
-//! its settings, and the keepers that work on it (the watchdog, the release listener).
+//! A handle's state: its pool and database backend, its owner id, its settings, the
+//! keepers that work for it (the watchdog, the release listener), and what it knows of
+//! its own holds and attempts.
 //!
-//! This is what the strategies, the guards and the keepers share. The public
-//! [`Locker`](crate::Locker) is a handle to one of these; nothing here knows of it.
+//! This is what the strategies and the guards share. The public
+//! [`Locker`](crate::Locker) is a handle on one of these; nothing here knows of it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,9 +12,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::dialect::{DbPool, GaleraCheck, Statements};
-use crate::strategy_name::Strategy;
-use crate::watchdog::Watchdog;
+use crate::db::{Db, DbPool};
+use crate::keepers::watchdog::Watchdog;
+use crate::strategy_kind::Strategy;
 
 /// The settings of a handle, which the handles made from it copy.
 #[derive(Debug, Clone, Copy)]
@@ -27,11 +28,13 @@ pub(crate) struct Settings {
     pub(crate) keepalive: Duration,
 }
 
-/// One handle's view of the lock table: everything its guards and requests share.
+/// One handle's state: everything its guards and requests share.
 #[derive(Debug)]
-pub(crate) struct LockTable {
-    pub(crate) db: DbPool,
-    pub(crate) stmts: Statements,
+pub(crate) struct Handle {
+    /// The application's pool, as it was given.
+    pub(crate) pool: DbPool,
+    /// The pool's server, with the statements rendered for the handle's table.
+    pub(crate) db: Db,
     pub(crate) owner: Uuid,
     pub(crate) owner_text: String,
     pub(crate) settings: Settings,
@@ -39,10 +42,7 @@ pub(crate) struct LockTable {
     /// The release listener shared by the handles of one family, when waiters are
     /// woken by notifications.
     #[cfg(feature = "postgres")]
-    pub(crate) notifier: Option<Arc<crate::notify::Notifier>>,
-    /// Whether the server is a Galera node, checked before the first acquisition that
-    /// needs to know.
-    pub(crate) galera: GaleraCheck,
+    pub(crate) notifier: Option<Arc<crate::keepers::notify::Notifier>>,
     /// The keys this handle holds, with their strategy and how many guards hold each:
     /// a request for one of them with another strategy is refused before any SQL.
     holds: Mutex<HashMap<String, (Strategy, u32)>>,
@@ -53,32 +53,26 @@ pub(crate) struct LockTable {
     attempt_ended: Notify,
 }
 
-impl LockTable {
-    /// A table handle with a new owner id.
+impl Handle {
+    /// A handle with a new owner id.
     pub(crate) fn new(
-        db: DbPool,
-        stmts: Statements,
+        pool: DbPool,
+        db: Db,
         settings: Settings,
-        #[cfg(feature = "postgres")] notifier: Option<Arc<crate::notify::Notifier>>,
+        #[cfg(feature = "postgres")] notifier: Option<Arc<crate::keepers::notify::Notifier>>,
     ) -> Self {
         let owner = Uuid::new_v4();
         let owner_text = owner.hyphenated().to_string();
-        let watchdog = Watchdog::new(
-            settings.renew_interval,
-            db.clone(),
-            stmts.clone(),
-            owner_text.clone(),
-        );
+        let watchdog = Watchdog::new(settings.renew_interval, db.clone(), owner_text.clone());
         Self {
+            pool,
             db,
-            stmts,
             owner,
             owner_text,
             settings,
             watchdog,
             #[cfg(feature = "postgres")]
             notifier,
-            galera: GaleraCheck::new(),
             holds: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             attempt_ended: Notify::new(),
@@ -89,7 +83,7 @@ impl LockTable {
     pub(crate) fn attempt_started(self: &Arc<Self>, key: &str) -> InFlight {
         *self.attempts().entry(key.to_owned()).or_insert(0) += 1;
         InFlight {
-            table: Arc::clone(self),
+            handle: Arc::clone(self),
             key: key.to_owned(),
         }
     }
@@ -153,8 +147,8 @@ impl LockTable {
     /// Another handle on the same table, pool and settings, with an owner id of its own.
     pub(crate) fn sibling(&self) -> Self {
         Self::new(
+            self.pool.clone(),
             self.db.clone(),
-            self.stmts.clone(),
             self.settings,
             #[cfg(feature = "postgres")]
             self.notifier.clone(),
@@ -163,16 +157,16 @@ impl LockTable {
 }
 
 /// An acquisition attempt under way on one key of a handle; see
-/// [`LockTable::attempts_settled`].
+/// [`Handle::attempts_settled`].
 #[derive(Debug)]
 pub(crate) struct InFlight {
-    table: Arc<LockTable>,
+    handle: Arc<Handle>,
     key: String,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut attempts = self.table.attempts();
+        let mut attempts = self.handle.attempts();
         if let Some(n) = attempts.get_mut(&self.key) {
             *n -= 1;
             if *n == 0 {
@@ -180,6 +174,6 @@ impl Drop for InFlight {
             }
         }
         drop(attempts);
-        self.table.attempt_ended.notify_waiters();
+        self.handle.attempt_ended.notify_waiters();
     }
 }

@@ -4,12 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::dialect::{DbPool, Mode, Statements};
+use crate::db::statement::Mode;
+use crate::db::{Db, DbPool};
 use crate::error::{Error, Result};
-use crate::locker::Locker;
-use crate::strategy_name::{check_strategy, Strategy};
-use crate::table::{LockTable, Settings};
+use crate::strategy::check_strategy;
+use crate::strategy::handle::{Handle, Settings};
+use crate::strategy_kind::Strategy;
 use crate::validate::{self, TableName};
+
+use super::locker::Locker;
 
 /// How long a lease lasts unless renewed, by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -228,17 +231,16 @@ impl LockerBuilder {
             notify: self.notify_waiters,
             pinned: self.transaction_pooling,
         };
-        let stmts = Statements::new(dialect, &table, mode);
+        let backend = Db::new(&self.db, &table, mode);
         #[cfg(feature = "postgres")]
-        let notifier = match &self.db {
-            DbPool::Postgres(pool) if self.notify_waiters => Some(Arc::new(
-                crate::notify::Notifier::new(pool, table.release_channel()),
-            )),
-            _ => None,
-        };
-        let shared = LockTable::new(
+        let notifier = self
+            .notify_waiters
+            .then(|| crate::keepers::notify::Notifier::for_pool(&self.db, table.release_channel()))
+            .flatten()
+            .map(Arc::new);
+        let shared = Handle::new(
             self.db,
-            stmts,
+            backend,
             self.settings,
             #[cfg(feature = "postgres")]
             notifier,

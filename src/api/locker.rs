@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::dialect::{DbPool, Dialect};
+use crate::db::{DbPool, Dialect};
 use crate::error::Result;
-use crate::guard::LockGuard;
-use crate::request::LockRequest;
-use crate::table::LockTable;
+use crate::keepers::watchdog::WatchdogStats;
+use crate::strategy::handle::Handle;
 use crate::validate::TableName;
-use crate::watchdog::WatchdogStats;
+
+use super::guard::LockGuard;
+use super::request::LockRequest;
 
 /// A handle for taking distributed locks, built from a sqlx pool.
 ///
@@ -63,7 +64,7 @@ use crate::watchdog::WatchdogStats;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Locker {
-    pub(crate) shared: Arc<LockTable>,
+    pub(crate) shared: Arc<Handle>,
 }
 
 impl Locker {
@@ -83,7 +84,7 @@ impl Locker {
 
     /// The lock table.
     pub fn table(&self) -> &TableName {
-        self.shared.stmts.table()
+        self.shared.db.table()
     }
 
     /// The database dialect of the pool.
@@ -93,7 +94,7 @@ impl Locker {
 
     /// The pool the handle runs on.
     pub fn pool(&self) -> &DbPool {
-        &self.shared.db
+        &self.shared.pool
     }
 
     /// Creates this handle's lock table if it does not exist, with the DDL of
@@ -124,8 +125,8 @@ impl Locker {
     /// # }
     /// ```
     pub async fn create_table(&self) -> Result<()> {
-        let ddl = crate::schema::schema(self.dialect(), self.table());
-        Ok(self.shared.db.execute_script(ddl).await?)
+        let ddl = crate::db::schema::schema(self.dialect(), self.table());
+        Ok(self.shared.pool.execute_script(ddl).await?)
     }
 
     /// The counters of this handle's watchdog.

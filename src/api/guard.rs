@@ -8,11 +8,10 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::lost::LostSignal;
-use crate::sql::Args;
+use crate::strategy::handle::Handle;
 use crate::strategy::held_transaction::LentTransaction;
-use crate::strategy::Hold;
-use crate::strategy_name::Strategy;
-use crate::table::LockTable;
+use crate::strategy::{Hold, LockId};
+use crate::strategy_kind::Strategy;
 use crate::validate;
 
 /// A held lock.
@@ -48,8 +47,9 @@ use crate::validate;
 #[derive(Debug)]
 #[must_use = "if unused the lock is released again at once (in the background)"]
 pub struct LockGuard {
-    pub(crate) table: Arc<LockTable>,
-    pub(crate) args: Args,
+    pub(crate) handle: Arc<Handle>,
+    /// What names the grant: key, strategy, token.
+    pub(crate) id: LockId,
     lost: LostSignal,
     /// What the strategy holds: a lease registration or a transaction.
     pub(crate) hold: Hold,
@@ -60,11 +60,11 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(table: Arc<LockTable>, args: Args, hold: Hold, lost: LostSignal) -> Self {
-        table.hold_started(&args.key, args.strategy.parse().unwrap_or_default());
+    pub(crate) fn new(handle: Arc<Handle>, id: LockId, hold: Hold, lost: LostSignal) -> Self {
+        handle.hold_started(&id.key, id.strategy);
         Self {
-            table,
-            args,
+            handle,
+            id,
             lost,
             hold,
             released: false,
@@ -135,7 +135,7 @@ impl LockGuard {
     /// # }
     /// ```
     pub async fn commit(self) -> Result<()> {
-        let key = self.args.key.clone();
+        let key = self.id.key.clone();
         let lost = self.lost.clone();
         let default = self.hold.default_loss();
         match self.release().await? {
@@ -171,7 +171,7 @@ impl LockGuard {
     /// ```
     pub async fn rollback(mut self) -> Result<()> {
         self.released = true;
-        self.hold.rollback(&self.table, &self.args).await
+        self.hold.rollback(&self.handle, &self.id).await
     }
     /// The signal that fires when this lock is lost: a renewal found it no longer
     /// ours (released by force, taken after it lapsed), renewals failed until it may
@@ -204,17 +204,17 @@ impl LockGuard {
 
     /// The lock's key.
     pub fn key(&self) -> &str {
-        &self.args.key
+        &self.id.key
     }
 
     /// How the lock is held in the table.
     pub fn strategy(&self) -> Strategy {
-        self.args.strategy.parse().unwrap_or_default()
+        self.id.strategy
     }
 
     /// The owner id of the handle that holds the lock.
     pub fn owner(&self) -> Uuid {
-        self.table.owner
+        self.handle.owner
     }
 
     /// The fencing token of this grant.
@@ -225,7 +225,7 @@ impl LockGuard {
     /// the resource the lock protects so that it can reject a holder whose lease has
     /// lapsed and been granted again since.
     pub fn fencing_token(&self) -> i64 {
-        self.args.token
+        self.id.token
     }
 
     /// When the lease expires unless extended, on the database clock, as last reported
@@ -274,9 +274,10 @@ impl LockGuard {
     /// # }
     /// ```
     pub async fn extend(&mut self, ttl: Duration) -> Result<bool> {
-        let mut args = self.args.clone();
-        args.ttl_us = validate::ttl(ttl)?;
-        self.hold.extend(&self.table, &args, &self.lost).await
+        validate::ttl(ttl)?;
+        self.hold
+            .extend(&self.handle, &self.id, ttl, &self.lost)
+            .await
     }
 
     /// Gives back this hold and tells whether the lock was still ours (same owner, same
@@ -308,14 +309,14 @@ impl LockGuard {
     pub async fn release(mut self) -> Result<bool> {
         self.released = true;
         // A lease's renewal stops before the release is sent.
-        self.hold.release(&self.table, &self.args).await
+        self.hold.release(&self.handle, &self.id).await
     }
 }
 
 /// Gives the lock back in the background; see the type's docs.
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        self.table.hold_ended(&self.args.key);
+        self.handle.hold_ended(&self.id.key);
         if self.released {
             return;
         }
@@ -324,7 +325,7 @@ impl Drop for LockGuard {
         let runtime =
             tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
         let _entered = runtime.enter();
-        let args = std::mem::take(&mut self.args);
-        self.hold.end_in_background(&self.table, args);
+        let id = self.id.clone();
+        self.hold.end_in_background(&self.handle, id);
     }
 }

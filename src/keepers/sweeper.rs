@@ -15,10 +15,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::db::retry::retry_contention;
+use crate::db::values::Sweep;
+use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::retry::retry_contention;
-use crate::sql::Args;
-use crate::table::LockTable;
 use crate::validate::{MAX_TTL, MIN_TTL};
 
 /// The largest batch a sweep deletes in one statement.
@@ -62,7 +62,8 @@ impl SweepOptions {
         self
     }
 
-    pub(crate) fn args(&self) -> Result<Args> {
+    /// The options checked, as one batch of the sweep takes them.
+    pub(crate) fn batch_values(&self) -> Result<Sweep<'static>> {
         if self.grace > MAX_TTL {
             return Err(Error::TtlTooLong {
                 ttl: self.grace,
@@ -75,20 +76,20 @@ impl SweepOptions {
                 max: MAX_SWEEP_BATCH,
             });
         }
-        Ok(Args {
+        Ok(Sweep {
             grace_us: i64::try_from(self.grace.as_micros()).unwrap_or(i64::MAX),
             limit: i64::from(self.batch),
-            ..Args::default()
+            claimed: "",
         })
     }
 }
 
 /// Reclaims expired rows batch by batch; see [`Locker::sweep`](crate::Locker::sweep).
-pub(crate) async fn sweep(table: &LockTable, options: SweepOptions) -> Result<u64> {
-    let args = options.args()?;
+pub(crate) async fn sweep(db: &Db, options: SweepOptions) -> Result<u64> {
+    let batch = options.batch_values()?;
     let mut total = 0;
     loop {
-        let deleted = match retry_contention(|| table.db.sweep(&table.stmts, &args)).await {
+        let deleted = match retry_contention(|| db.sweep(&batch)).await {
             Ok(n) => n,
             // Rows that stay locked (a long transaction) are left for the next sweep.
             Err(e) if total > 0 => {
@@ -105,12 +106,8 @@ pub(crate) async fn sweep(table: &LockTable, options: SweepOptions) -> Result<u6
 }
 
 /// Sweeps every `every` in a task; see [`Locker::spawn_sweeper`](crate::Locker::spawn_sweeper).
-pub(crate) fn spawn(
-    table: Arc<LockTable>,
-    every: Duration,
-    options: SweepOptions,
-) -> Result<SweeperHandle> {
-    options.args()?;
+pub(crate) fn spawn(db: Db, every: Duration, options: SweepOptions) -> Result<SweeperHandle> {
+    options.batch_values()?;
     if every < MIN_TTL {
         return Err(Error::TtlTooShort {
             ttl: every,
@@ -131,7 +128,7 @@ pub(crate) fn spawn(
             }
             tokio::select! {
                 _ = stopped.wait_for(|s| *s) => return,
-                result = sweep(&table, options) => match result {
+                result = sweep(&db, options) => match result {
                     Ok(n) => {
                         counter.fetch_add(n, Ordering::Relaxed);
                         if n > 0 {

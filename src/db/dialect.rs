@@ -1,6 +1,6 @@
 //! [`Dialect`]: the database server families sqlock speaks to, and what each can do.
 
-use crate::sql::Placeholders;
+use super::statement::Placeholders;
 
 /// A database server family, with its SQL dialect.
 ///

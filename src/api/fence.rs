@@ -1,92 +1,16 @@
 //! Fenced writes: a holder makes its own writes conditional on still holding the lock,
-//! inside its own transaction.
+//! inside its own transaction, with [`LockGuard::fence`].
 //!
 //! This answers the paused holder: a process that stalls past its lease (a GC pause, a
-//! stopped VM) and then writes as if it still held the lock. With
-//! [`LockGuard::fence`](crate::LockGuard::fence) first in the transaction, the check
-//! and the writes commit together, and a takeover waits for that commit, so a stale
-//! holder's transaction fails instead of writing.
+//! stopped VM) and then writes as if it still held the lock. With the check first in
+//! the transaction, the check and the writes commit together, and a takeover waits for
+//! that commit, so a stale holder's transaction fails instead of writing.
 
-use std::future::Future;
-use std::pin::Pin;
-
-use crate::dialect::{self, Dialect};
+use crate::db::fence::FenceConnection;
 use crate::error::{Error, Result};
-use crate::guard::LockGuard;
 use crate::lost::LostReason;
 
-/// A database connection a fenced write's check can run on: `PgConnection`,
-/// `MySqlConnection` or `SqliteConnection` (pass `&mut *tx` for a transaction).
-///
-/// Sealed: implemented by sqlock for the three connection types only.
-pub trait FenceConnection: sealed::Sealed + Send {
-    #[doc(hidden)]
-    fn check<'a>(
-        &'a mut self,
-        sql: &'a str,
-        key: &'a str,
-        owner: &'a str,
-        token: i64,
-        persistent: bool,
-    ) -> Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>> + Send + 'a>>;
-
-    #[doc(hidden)]
-    fn dialect() -> Dialect;
-}
-
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// Implements [`FenceConnection`] for one sqlx connection type: the fence statement
-/// binds key, owner and token, in that order, in every dialect.
-macro_rules! fence_connection {
-    ($feature:literal, $conn:ty, $db:ty, $dialect:expr) => {
-        #[cfg(feature = $feature)]
-        impl sealed::Sealed for $conn {}
-
-        #[cfg(feature = $feature)]
-        impl FenceConnection for $conn {
-            fn check<'a>(
-                &'a mut self,
-                sql: &'a str,
-                key: &'a str,
-                owner: &'a str,
-                token: i64,
-                persistent: bool,
-            ) -> Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>> + Send + 'a>> {
-                Box::pin(async move {
-                    let row = sqlx::query::<$db>(sqlx::AssertSqlSafe(sql))
-                        .bind(key)
-                        .bind(owner)
-                        .bind(token)
-                        .persistent(persistent)
-                        .fetch_optional(&mut *self)
-                        .await?;
-                    Ok(row.is_some())
-                })
-            }
-
-            fn dialect() -> Dialect {
-                $dialect
-            }
-        }
-    };
-}
-
-fence_connection!(
-    "postgres",
-    sqlx::PgConnection,
-    sqlx::Postgres,
-    Dialect::Postgres
-);
-fence_connection!("mysql", sqlx::MySqlConnection, sqlx::MySql, Dialect::MySql);
-fence_connection!(
-    "sqlite",
-    sqlx::SqliteConnection,
-    sqlx::Sqlite,
-    Dialect::Sqlite
-);
+use super::guard::LockGuard;
 
 impl LockGuard {
     /// Checks, inside the holder's own transaction on `conn`, that this lock is still
@@ -136,20 +60,21 @@ impl LockGuard {
     /// WHERE lock_key = $1 AND lock_owner = $2 AND fencing_token = $3 AND locked AND
     /// expires_at > clock_timestamp() FOR SHARE)`.
     pub async fn fence<C: FenceConnection>(&self, conn: &mut C) -> Result<()> {
-        if !self.hold.fenceable() || C::dialect() != self.table.db.dialect() {
+        let dialect = self.handle.db.dialect();
+        if !self.hold.fenceable() || C::dialect() != dialect {
             return Err(Error::FenceNotApplicable {
-                dialect: self.table.db.dialect().name(),
+                dialect: dialect.name(),
             });
         }
-        let fence = &self.table.stmts.fence;
+        let (fence, pinned) = self.handle.db.fence();
         // Unnamed behind a transaction-pooling proxy, like every statement of the handle.
         let checked = conn
             .check(
-                fence.text(),
-                &self.args.key,
-                &self.args.owner,
-                self.args.token,
-                !fence.is_pinned(),
+                fence,
+                &self.id.key,
+                &self.handle.owner_text,
+                self.id.token,
+                !pinned,
             )
             .await;
         let held = match checked {
@@ -157,14 +82,14 @@ impl LockGuard {
             // The check waits two seconds at most on MariaDB: a row locked longer than
             // that is a for-update holder's, which holds only a key whose lease is not
             // live. Only the statement was rolled back, not the transaction.
-            Err(e) if dialect::is_lock_wait_timeout(C::dialect(), &e) => false,
+            Err(e) if C::is_lock_wait_timeout(&e) => false,
             Err(e) => return Err(e.into()),
         };
         if held {
             Ok(())
         } else {
             Err(Error::LockLost {
-                key: self.args.key.clone(),
+                key: self.id.key.clone(),
                 reason: LostReason::NotHeld,
             })
         }

@@ -1,0 +1,356 @@
+//! The traits a database server's backend implements: [`Backend`] for what every server
+//! does, [`RowLocks`] for the servers with row locks (the for-update strategy), and
+//! [`Scheduling`] for the servers with a scheduler inside (the scheduled sweep).
+//!
+//! One type per server implements them (`postgres.rs`, `mysql.rs`, `sqlite.rs`): it
+//! owns its pool, its statements rendered for one table, and its error classification.
+//! What most servers do alike is a default method here; a server overrides what it does
+//! its own way. A statement a server lacks is absent from its type, and a trait it
+//! cannot implement is not implemented: nothing is checked at run time.
+
+use std::future::Future;
+
+use crate::error::{Class, Error};
+use crate::validate::TableName;
+
+use super::dialect::Dialect;
+use super::outcome::{Failure, Grant, Listed, Renewal};
+use super::runner::Runner;
+use super::statement::{Statement, Target};
+use super::transaction::DbTransaction;
+use super::values::{
+    Acquire, Bound, Extend, Held, Key, Limit, Nothing, Renew, RowGrant, Schedule, Sweep,
+};
+
+/// The statements every server has, rendered for one table.
+#[derive(Debug, Clone)]
+pub(crate) struct Common {
+    pub(crate) lease_acquire: Statement<Acquire<'static>>,
+    pub(crate) lease_release: Statement<Held<'static>>,
+    pub(crate) insert_release: Statement<Held<'static>>,
+    pub(crate) lease_extend: Statement<Extend<'static>>,
+    pub(crate) lease_renew: Statement<Renew<'static>>,
+    pub(crate) lease_force_release: Statement<Key<'static>>,
+    pub(crate) sweep: Statement<Sweep<'static>>,
+    pub(crate) list: Statement<Limit>,
+    pub(crate) lookup: Statement<Key<'static>>,
+    pub(crate) fence: Statement<Held<'static>>,
+}
+
+/// The templates of [`Common`], as a server's folder in `sql/` has them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommonTemplates {
+    pub(crate) lease_acquire: &'static str,
+    pub(crate) lease_release: &'static str,
+    pub(crate) insert_release: &'static str,
+    pub(crate) lease_extend: &'static str,
+    pub(crate) lease_renew: &'static str,
+    pub(crate) lease_force_release: &'static str,
+    pub(crate) sweep: &'static str,
+    pub(crate) list: &'static str,
+    pub(crate) lookup: &'static str,
+    pub(crate) fence: &'static str,
+}
+
+/// The templates every server has, from `sql/$dir/`.
+macro_rules! common_templates {
+    ($dir:literal) => {
+        $crate::db::backend::CommonTemplates {
+            lease_acquire: include_str!(concat!("../../sql/", $dir, "/lease_acquire.sql")),
+            lease_release: include_str!(concat!("../../sql/", $dir, "/lease_release.sql")),
+            insert_release: include_str!(concat!("../../sql/", $dir, "/insert_release.sql")),
+            lease_extend: include_str!(concat!("../../sql/", $dir, "/lease_extend.sql")),
+            lease_renew: include_str!(concat!("../../sql/", $dir, "/lease_renew.sql")),
+            lease_force_release: include_str!(concat!(
+                "../../sql/",
+                $dir,
+                "/lease_force_release.sql"
+            )),
+            sweep: include_str!(concat!("../../sql/", $dir, "/sweep.sql")),
+            list: include_str!(concat!("../../sql/", $dir, "/list.sql")),
+            lookup: include_str!(concat!("../../sql/", $dir, "/lookup.sql")),
+            fence: include_str!(concat!("../../sql/", $dir, "/fence.sql")),
+        }
+    };
+}
+pub(crate) use common_templates;
+
+impl Common {
+    pub(crate) fn render(t: &CommonTemplates, target: &Target<'_>) -> Self {
+        Self {
+            lease_acquire: target.render(t.lease_acquire),
+            lease_release: target.render(t.lease_release),
+            insert_release: target.render(t.insert_release),
+            lease_extend: target.render(t.lease_extend),
+            lease_renew: target.render(t.lease_renew),
+            lease_force_release: target.render(t.lease_force_release),
+            sweep: target.render(t.sweep),
+            list: target.render(t.list),
+            lookup: target.render(t.lookup),
+            fence: target.render(t.fence),
+        }
+    }
+}
+
+/// One database server: its pool, its statements for one table, how it sorts errors,
+/// and how it runs what it runs its own way.
+pub(crate) trait Backend: Send + Sync + Sized + 'static {
+    /// sqlx's type for this server.
+    type Db: Runner;
+
+    /// The server family.
+    const DIALECT: Dialect;
+
+    fn pool(&self) -> &sqlx::Pool<Self::Db>;
+
+    fn table(&self) -> &TableName;
+
+    fn common(&self) -> &Common;
+
+    /// Sorts this server's errors: whether the caller may retry.
+    fn classify(e: &sqlx::Error) -> Class;
+
+    /// Whether `e` is a lock wait that ran out and rolled back the statement alone,
+    /// not its transaction (MariaDB's lock wait timeout).
+    fn is_lock_wait_timeout(e: &sqlx::Error) -> bool {
+        let _ = e;
+        false
+    }
+
+    /// The crate error for a failed statement of this server, sorted by its class.
+    fn failure(&self, source: sqlx::Error) -> Failure {
+        // Every strategy draws its connections from the application's pool.
+        if matches!(source, sqlx::Error::PoolTimedOut) {
+            return Failure {
+                class: Class::Other,
+                error: Error::PoolExhausted,
+            };
+        }
+        let class = Self::classify(&source);
+        let error = match class {
+            Class::MissingTable => Error::MissingTable {
+                table: self.table().to_string(),
+                dialect: Self::DIALECT.name(),
+                source,
+            },
+            Class::Unsupported => Error::NotMariaDb { source },
+            Class::Contention | Class::Held | Class::Lapsed | Class::Other => {
+                Error::Database(source)
+            }
+        };
+        Failure { class, error }
+    }
+
+    /// Runs the acquisition statement: the row as it stands afterwards, if any.
+    fn lease_acquire(
+        &self,
+        a: &Acquire<'_>,
+    ) -> impl Future<Output = Result<Vec<Grant>, sqlx::Error>> + Send {
+        async move {
+            let s = &self.common().lease_acquire;
+            Self::Db::fetch_grants(self.pool(), s, a, s.is_pinned()).await
+        }
+    }
+
+    /// After a release or an extension found its row locked: whether the lease is
+    /// still ours, by a read that waits on no row lock. Only MariaDB is told not to
+    /// wait on a row lock there; elsewhere the statement waited, and this is `true`.
+    fn still_held(&self, h: &Held<'_>) -> impl Future<Output = Result<bool, sqlx::Error>> + Send {
+        let _ = h;
+        async { Ok(true) }
+    }
+
+    /// Renews a batch of leases in one statement whose `RETURNING` names the
+    /// survivors.
+    fn lease_renew(
+        &self,
+        r: &Renew<'_>,
+        batch: &[(String, i64)],
+    ) -> impl Future<Output = Result<Renewal, sqlx::Error>> + Send {
+        let _ = batch;
+        async move {
+            Ok(Renewal {
+                survivors: Some(
+                    Self::Db::fetch_strings(self.pool(), &self.common().lease_renew, r).await?,
+                ),
+                statements: 1,
+            })
+        }
+    }
+
+    /// An operator's release: `Some(released)`, or `None` when the key's row (or gate)
+    /// is held by another transaction.
+    fn force_release(
+        &self,
+        k: &Key<'_>,
+    ) -> impl Future<Output = Result<Option<bool>, sqlx::Error>> + Send {
+        async move {
+            let s = &self.common().lease_force_release;
+            Ok(Some(Self::Db::execute(self.pool(), s, k).await? > 0))
+        }
+    }
+
+    /// One sweep batch in one statement, where the server's DELETE can skip locked
+    /// rows.
+    fn sweep(&self, s: &Sweep<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send {
+        async move { Self::Db::execute(self.pool(), &self.common().sweep, s).await }
+    }
+
+    /// A statement of the common set run for its effect: whether it matched a row.
+    fn matched<'a, V: super::statement::Values>(
+        &'a self,
+        s: &'a Statement<V>,
+        v: &'a V::With<'a>,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a {
+        async move { Ok(Self::Db::execute(self.pool(), s, v).await? > 0) }
+    }
+
+    /// The pushed expiry of an extended lease, `None` when it is no longer ours.
+    fn lease_extend(
+        &self,
+        e: &Extend<'_>,
+    ) -> impl Future<Output = Result<Option<i64>, sqlx::Error>> + Send {
+        async move { Self::Db::fetch_value(self.pool(), &self.common().lease_extend, e).await }
+    }
+
+    /// The listed locks, or the one on a key.
+    fn list(&self, l: &Limit) -> impl Future<Output = Result<Vec<Listed>, sqlx::Error>> + Send {
+        async move { Self::Db::fetch_listed(self.pool(), &self.common().list, l).await }
+    }
+
+    fn lookup(&self, k: &Key<'_>) -> impl Future<Output = Result<Vec<Listed>, sqlx::Error>> + Send {
+        async move { Self::Db::fetch_listed(self.pool(), &self.common().lookup, k).await }
+    }
+}
+
+/// The statements of the for-update strategy every server with row locks has.
+#[derive(Debug, Clone)]
+pub(crate) struct ForUpdate {
+    pub(crate) lock: Statement<Key<'static>>,
+    pub(crate) lock_nowait: Statement<Key<'static>>,
+    pub(crate) ensure: Statement<Key<'static>>,
+    pub(crate) grant: Statement<RowGrant<'static>>,
+    /// Whether the holder's transaction still shows its grant: the keepalive, and the
+    /// check after the holder's own statements and before COMMIT.
+    pub(crate) check: Statement<Held<'static>>,
+}
+
+/// The templates of [`ForUpdate`] from `sql/$dir/`.
+macro_rules! for_update_of {
+    ($dir:literal, $target:expr) => {{
+        let target = $target;
+        $crate::db::backend::ForUpdate {
+            lock: target.render(include_str!(concat!(
+                "../../sql/",
+                $dir,
+                "/for_update_lock.sql"
+            ))),
+            lock_nowait: target.render(include_str!(concat!(
+                "../../sql/",
+                $dir,
+                "/for_update_lock_nowait.sql"
+            ))),
+            ensure: target.render(include_str!(concat!(
+                "../../sql/",
+                $dir,
+                "/for_update_ensure.sql"
+            ))),
+            grant: target.render(include_str!(concat!(
+                "../../sql/",
+                $dir,
+                "/for_update_grant.sql"
+            ))),
+            check: target.render(include_str!(concat!(
+                "../../sql/",
+                $dir,
+                "/for_update_check.sql"
+            ))),
+        }
+    }};
+}
+pub(crate) use for_update_of;
+
+/// How the key's row may be locked, once the transaction's waits are bounded.
+#[derive(Debug)]
+pub(crate) enum Gate {
+    /// Go ahead; the setting the bound replaced, to put back at the grant.
+    Open(Option<String>),
+    /// Another transaction holds the key's gate (PostgreSQL): busy.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Taken,
+}
+
+/// A server with row locks: the for-update strategy's statements and the steps of its
+/// protocol that differ between servers.
+pub(crate) trait RowLocks: Backend {
+    fn for_update(&self) -> &ForUpdate;
+
+    /// Refuses row locks that would not exclude: MariaDB on a node of a Galera
+    /// cluster, where a row lock stays on its node.
+    fn check_row_locks(&self) -> impl Future<Output = Result<(), Failure>> + Send {
+        async { Ok(()) }
+    }
+
+    /// Before the locking transaction: MariaDB makes sure the key has a row, so that
+    /// the transaction never reads a missing key with a lock (a gap lock).
+    fn prepare(&self, k: &Key<'_>) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
+        let _ = k;
+        async { Ok(()) }
+    }
+
+    /// First in the locking transaction on `conn`: bounds its waits where a setting
+    /// does it (PostgreSQL's `lock_timeout`), and takes the key's gate where there is
+    /// one. MariaDB waits in the locking statement itself.
+    fn bound<'a>(
+        &'a self,
+        conn: &'a mut <Self::Db as sqlx::Database>::Connection,
+        b: &'a Bound<'_>,
+        nowait: bool,
+    ) -> impl Future<Output = Result<Gate, sqlx::Error>> + Send + 'a {
+        let _ = (conn, b, nowait);
+        async { Ok(Gate::Open(None)) }
+    }
+
+    /// The public face of a locking transaction of this server.
+    fn lend(tx: sqlx::Transaction<'static, Self::Db>) -> DbTransaction;
+}
+
+/// What a server's scheduler is, and whether it can run the sweep, as read from it.
+#[derive(Debug)]
+pub(crate) struct SchedulerState {
+    /// Ready to schedule; `Err` says what is missing, in the server's own terms.
+    pub(crate) ready: Result<(), Error>,
+    /// Whether schedules of less than a minute are accepted (pg_cron 1.5 and later;
+    /// MariaDB's events always); `Err` says why not.
+    pub(crate) seconds: Result<(), String>,
+    /// Whether the scheduler is there at all, so that something may be scheduled.
+    pub(crate) installed: bool,
+}
+
+/// A server with a scheduler inside (pg_cron, MariaDB's events) that can run the
+/// sweep procedure of sqlock's migrations.
+pub(crate) trait Scheduling: Backend {
+    /// Reads what the server offers.
+    fn scheduler(&self) -> impl Future<Output = Result<SchedulerState, sqlx::Error>> + Send;
+
+    /// This server's schedule for a run every `secs` seconds (1 to a day), worked out
+    /// before any SQL is sent; `Err` says why it has none.
+    fn plan(secs: u64) -> Result<String, String>;
+
+    /// Schedules the sweep; pg_cron's job id where there is one.
+    fn schedule(
+        &self,
+        s: &Schedule<'_>,
+    ) -> impl Future<Output = Result<Option<i64>, sqlx::Error>> + Send;
+
+    /// Removes the scheduled sweep; whether there was one.
+    fn unschedule(&self) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+}
+
+/// The statements of [`Scheduling`], rendered for one table.
+#[derive(Debug, Clone)]
+pub(crate) struct SchedulerStatements {
+    pub(crate) check: Statement<Nothing>,
+    pub(crate) schedule: Statement<Schedule<'static>>,
+    pub(crate) unschedule: Statement<Nothing>,
+}

@@ -1,0 +1,83 @@
+//! Fenced writes, at the connection: the sealed [`FenceConnection`] trait, through which
+//! [`LockGuard::fence`](crate::LockGuard::fence) runs its check on the holder's own
+//! connection or transaction, of whichever server.
+//!
+//! Each server's backend implements it for its connection type (`fence_connection!`
+//! in `postgres.rs`, `mysql.rs`, `sqlite.rs`).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::dialect::Dialect;
+
+/// A database connection a fenced write's check can run on: `PgConnection`,
+/// `MySqlConnection` or `SqliteConnection` (pass `&mut *tx` for a transaction).
+///
+/// Sealed: implemented by sqlock for the three connection types only.
+pub trait FenceConnection: sealed::Sealed + Send {
+    #[doc(hidden)]
+    fn check<'a>(
+        &'a mut self,
+        sql: &'a str,
+        key: &'a str,
+        owner: &'a str,
+        token: i64,
+        persistent: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>> + Send + 'a>>;
+
+    #[doc(hidden)]
+    fn dialect() -> Dialect;
+
+    /// Whether `e` is a lock wait that ran out, which rolls back the check alone, not
+    /// the holder's transaction.
+    #[doc(hidden)]
+    fn is_lock_wait_timeout(e: &sqlx::Error) -> bool;
+}
+
+pub(super) mod sealed {
+    pub trait Sealed {}
+}
+
+/// Implements [`FenceConnection`] for a server's connection type `$conn`, with its
+/// backend `$backend`: the fence statement binds key, owner and token, in that order,
+/// in every dialect.
+macro_rules! fence_connection {
+    ($conn:ty, $backend:ty) => {
+        impl $crate::db::fence::sealed::Sealed for $conn {}
+
+        impl $crate::db::fence::FenceConnection for $conn {
+            fn check<'a>(
+                &'a mut self,
+                sql: &'a str,
+                key: &'a str,
+                owner: &'a str,
+                token: i64,
+                persistent: bool,
+            ) -> std::pin::Pin<
+                Box<dyn std::future::Future<Output = Result<bool, sqlx::Error>> + Send + 'a>,
+            > {
+                Box::pin(async move {
+                    let row = sqlx::query::<<$backend as $crate::db::backend::Backend>::Db>(
+                        sqlx::AssertSqlSafe(sql),
+                    )
+                    .bind(key)
+                    .bind(owner)
+                    .bind(token)
+                    .persistent(persistent)
+                    .fetch_optional(&mut *self)
+                    .await?;
+                    Ok(row.is_some())
+                })
+            }
+
+            fn dialect() -> $crate::db::dialect::Dialect {
+                <$backend as $crate::db::backend::Backend>::DIALECT
+            }
+
+            fn is_lock_wait_timeout(e: &sqlx::Error) -> bool {
+                <$backend as $crate::db::backend::Backend>::is_lock_wait_timeout(e)
+            }
+        }
+    };
+}
+pub(crate) use fence_connection;

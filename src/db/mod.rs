@@ -1,0 +1,401 @@
+//! The database layer: one backend per server behind the traits of `backend.rs`, the
+//! statements of `sql/` rendered and typed, the schema and its migrations.
+//!
+//! This layer knows no strategy and no handle: it runs statements and reports what
+//! they found, sorted by whether the caller may retry. The servers are told apart in
+//! one place, [`per_server!`], by the enums over them: [`DbPool`] (the application's
+//! pool), [`Db`] (a handle's backend) and [`DbTransaction`] (a for-update lock's
+//! transaction).
+
+// Built with SQLite alone, the parts for the servers (row locks, schedulers) go unused.
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "mysql")),
+    allow(dead_code, unused_variables, unused_imports, unused_macros)
+)]
+
+pub(crate) mod backend;
+mod dialect;
+pub(crate) mod fence;
+#[cfg(feature = "mysql")]
+mod mysql;
+mod outcome;
+#[cfg(feature = "postgres")]
+mod postgres;
+pub(crate) mod retry;
+pub(crate) mod runner;
+pub(crate) mod schema;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+pub(crate) mod statement;
+pub(crate) mod transaction;
+pub(crate) mod values;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use dialect::Dialect;
+pub(crate) use outcome::{Failure, Grant, Listed, Renewal};
+pub(crate) use runner::{checked_out, noting_checkout};
+pub use transaction::DbTransaction;
+
+use crate::error::{Class, Error, Result};
+use crate::validate::TableName;
+
+use backend::{Backend, RowLocks, Scheduling};
+use statement::Mode;
+use values::{Acquire, Extend, Held, Key, Limit, Renew, Schedule, Sweep};
+
+/// Runs `$body` with `$x` bound to the value inside whichever server's variant of the
+/// enum `$ty` `$value` is; the variants are named with the feature that brings each.
+/// The one place where the servers are told apart.
+macro_rules! per_server {
+    ($value:expr, $ty:ident { $($variant:ident: $feature:literal),* },
+     |ref mut $x:ident| $body:expr) => {
+        match $value {
+            $(
+                #[cfg(feature = $feature)]
+                $ty::$variant(ref mut $x) => $body,
+            )*
+        }
+    };
+    ($value:expr, $ty:ident { $($variant:ident: $feature:literal),* }, |$x:ident| $body:expr) => {
+        match $value {
+            $(
+                #[cfg(feature = $feature)]
+                $ty::$variant($x) => $body,
+            )*
+        }
+    };
+}
+pub(crate) use per_server;
+
+/// Every server's variant, for [`per_server!`] over [`DbPool`] and [`Db`].
+macro_rules! every_server {
+    ($value:expr, $ty:ident, |$x:ident| $body:expr) => {
+        per_server!(
+            $value,
+            $ty {
+                Postgres: "postgres",
+                MySql: "mysql",
+                Sqlite: "sqlite"
+            },
+            |$x| $body
+        )
+    };
+}
+
+/// A sqlx connection pool of one of the supported databases.
+///
+/// Built with `From` from a `PgPool`, `MySqlPool` or `SqlitePool`, so
+/// [`Locker::builder`](crate::Locker::builder) takes any of them directly. Cloning is
+/// cheap: it clones the pool handle.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum DbPool {
+    /// A PostgreSQL pool.
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgPool),
+    /// A MariaDB pool.
+    #[cfg(feature = "mysql")]
+    MySql(sqlx::MySqlPool),
+    /// A SQLite pool.
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::SqlitePool),
+}
+
+#[cfg(feature = "postgres")]
+impl From<sqlx::PgPool> for DbPool {
+    fn from(pool: sqlx::PgPool) -> Self {
+        Self::Postgres(pool)
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl From<sqlx::MySqlPool> for DbPool {
+    fn from(pool: sqlx::MySqlPool) -> Self {
+        Self::MySql(pool)
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl From<sqlx::SqlitePool> for DbPool {
+    fn from(pool: sqlx::SqlitePool) -> Self {
+        Self::Sqlite(pool)
+    }
+}
+
+impl DbPool {
+    /// The pool's dialect.
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(_) => Dialect::Postgres,
+            #[cfg(feature = "mysql")]
+            Self::MySql(_) => Dialect::MySql,
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => Dialect::Sqlite,
+        }
+    }
+
+    /// Whether every connection the pool may open is open and in use.
+    pub(crate) fn is_exhausted(&self) -> bool {
+        every_server!(self, DbPool, |pool| pool.num_idle() == 0
+            && pool.size() >= pool.options().get_max_connections())
+    }
+
+    /// Whether the pool was closed.
+    pub fn is_closed(&self) -> bool {
+        every_server!(self, DbPool, |pool| pool.is_closed())
+    }
+
+    /// Closes the pool: see sqlx's `Pool::close`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the pool is closed for new acquisitions at the first poll; dropping the
+    /// future only stops waiting for the connections in use to come back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(locker: sqlock::Locker) {
+    /// locker.pool().close().await;
+    /// # }
+    /// ```
+    pub async fn close(&self) {
+        every_server!(self, DbPool, |pool| pool.close().await)
+    }
+
+    /// Runs a script of several statements (DDL) in one go.
+    pub(crate) async fn execute_script(&self, script: String) -> Result<(), sqlx::Error> {
+        let script = sqlx::AssertSqlSafe(script);
+        every_server!(self, DbPool, |pool| sqlx::raw_sql(script)
+            .execute(pool)
+            .await
+            .map(drop))
+    }
+
+    /// Applies sqlock's migrations, recorded in their own history table.
+    pub(crate) async fn migrate(&self, migrator: &sqlx::migrate::Migrator) -> Result<()> {
+        every_server!(self, DbPool, |pool| migrator.run(pool).await?);
+        Ok(())
+    }
+}
+
+/// A handle's backend: its server's type, with the pool and the statements rendered for
+/// its table. Cloning is cheap.
+#[derive(Debug, Clone)]
+pub(crate) enum Db {
+    #[cfg(feature = "postgres")]
+    Postgres(Arc<postgres::Postgres>),
+    #[cfg(feature = "mysql")]
+    MySql(Arc<mysql::MariaDb>),
+    #[cfg(feature = "sqlite")]
+    Sqlite(Arc<sqlite::Sqlite>),
+}
+
+/// Runs `$body` with `$b` bound to the backend, and its `sqlx::Error` made a
+/// [`Failure`] by that backend.
+macro_rules! on_backend {
+    ($db:expr, |$b:ident| $body:expr) => {
+        every_server!($db, Db, |$b| $body.map_err(|e| $b.failure(e)))
+    };
+}
+
+impl Db {
+    /// The backend of `pool`'s server for `table`.
+    pub(crate) fn new(pool: &DbPool, table: &TableName, mode: Mode) -> Self {
+        match pool {
+            #[cfg(feature = "postgres")]
+            DbPool::Postgres(p) => {
+                Self::Postgres(Arc::new(postgres::Postgres::new(p.clone(), table, mode)))
+            }
+            #[cfg(feature = "mysql")]
+            DbPool::MySql(p) => Self::MySql(Arc::new(mysql::MariaDb::new(p.clone(), table, mode))),
+            #[cfg(feature = "sqlite")]
+            DbPool::Sqlite(p) => {
+                Self::Sqlite(Arc::new(sqlite::Sqlite::new(p.clone(), table, mode)))
+            }
+        }
+    }
+
+    /// The server family.
+    pub(crate) fn dialect(&self) -> Dialect {
+        every_server!(self, Db, |b| dialect_of(&**b))
+    }
+
+    /// The lock table's name.
+    pub(crate) fn table(&self) -> &TableName {
+        every_server!(self, Db, |b| b.table())
+    }
+
+    /// The fence statement, as [`FenceConnection`](fence::FenceConnection) sends it:
+    /// its text, and whether it is sent unnamed (transaction pooling).
+    pub(crate) fn fence(&self) -> (&str, bool) {
+        every_server!(self, Db, |b| {
+            let s = &b.common().fence;
+            (s.text(), s.is_pinned())
+        })
+    }
+
+    pub(crate) async fn lease_acquire(&self, a: &Acquire<'_>) -> Result<Vec<Grant>, Failure> {
+        on_backend!(self, |b| b.lease_acquire(a).await)
+    }
+
+    /// The insert strategy's release of its last hold: whether it deleted the row.
+    pub(crate) async fn insert_release(&self, h: &Held<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| b.matched(&b.common().insert_release, h).await)
+    }
+
+    /// A lease's release of one hold: whether it was still ours.
+    pub(crate) async fn lease_release(&self, h: &Held<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| b.matched(&b.common().lease_release, h).await)
+    }
+
+    /// After a release or an extension met a locked row: whether the lease is still
+    /// ours, by a read that waits on nothing.
+    pub(crate) async fn still_held(&self, h: &Held<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| b.still_held(h).await)
+    }
+
+    pub(crate) async fn lease_extend(&self, e: &Extend<'_>) -> Result<Option<i64>, Failure> {
+        on_backend!(self, |b| b.lease_extend(e).await)
+    }
+
+    pub(crate) async fn lease_renew(
+        &self,
+        r: &Renew<'_>,
+        batch: &[(String, i64)],
+    ) -> Result<Renewal, Failure> {
+        on_backend!(self, |b| b.lease_renew(r, batch).await)
+    }
+
+    /// An operator's release: whether a live lease was released. A key whose row (or,
+    /// on PostgreSQL, whose advisory gate) another transaction holds fails with
+    /// contention at once, never waiting for it.
+    pub(crate) async fn force_release(&self, k: &Key<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| b.force_release(k).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, k.0))
+    }
+
+    pub(crate) async fn list(&self, l: &Limit) -> Result<Vec<Listed>, Failure> {
+        on_backend!(self, |b| b.list(l).await)
+    }
+
+    pub(crate) async fn lookup(&self, k: &Key<'_>) -> Result<Option<Listed>, Failure> {
+        Ok(on_backend!(self, |b| b.lookup(k).await)?.into_iter().next())
+    }
+
+    /// One batch of the sweep; rows another transaction holds are passed over.
+    pub(crate) async fn sweep(&self, s: &Sweep<'_>) -> Result<u64, Failure> {
+        on_backend!(self, |b| b.sweep(s).await)
+    }
+
+    /// Runs `work` on the backend, when its server has row locks: `None` on SQLite.
+    pub(crate) async fn with_row_locks<W: OnRowLocks>(&self, work: W) -> Option<W::Output> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(b) => Some(work.run(&**b).await),
+            #[cfg(feature = "mysql")]
+            Self::MySql(b) => Some(work.run(&**b).await),
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => {
+                let _ = work;
+                None
+            }
+        }
+    }
+
+    /// Refuses a server with no scheduler inside (SQLite), saying what to do instead.
+    pub(crate) fn has_scheduler(&self) -> Result<()> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => Err(no_scheduler()),
+            #[allow(unreachable_patterns)]
+            _ => Ok(()),
+        }
+    }
+
+    /// Schedules the sweep inside the database every `every` (whole seconds, checked
+    /// by the caller): the schedule given to the scheduler, and pg_cron's job id.
+    pub(crate) async fn schedule_sweep(
+        &self,
+        every: Duration,
+        values: impl FnOnce(&str) -> Schedule<'_> + Send,
+    ) -> Result<(String, Option<i64>)> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(b) => schedule(&**b, every, values).await,
+            #[cfg(feature = "mysql")]
+            Self::MySql(b) => schedule(&**b, every, values).await,
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => Err(no_scheduler()),
+        }
+    }
+
+    /// Removes the scheduled sweep; whether there was one.
+    pub(crate) async fn unschedule_sweep(&self) -> Result<bool> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(b) => unschedule(&**b).await,
+            #[cfg(feature = "mysql")]
+            Self::MySql(b) => unschedule(&**b).await,
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => Err(no_scheduler()),
+        }
+    }
+}
+
+fn dialect_of<B: Backend>(_: &B) -> Dialect {
+    B::DIALECT
+}
+
+/// Work written once over the servers with row locks (the for-update strategy), run by
+/// [`Db::with_row_locks`] on the handle's backend.
+pub(crate) trait OnRowLocks: Send {
+    type Output;
+
+    fn run<B: RowLocks>(self, backend: &B) -> impl Future<Output = Self::Output> + Send;
+}
+
+/// Schedules the sweep on a server with a scheduler.
+async fn schedule<B: Scheduling>(
+    b: &B,
+    every: Duration,
+    values: impl FnOnce(&str) -> Schedule<'_> + Send,
+) -> Result<(String, Option<i64>)> {
+    let invalid = |reason: String| Error::InvalidSchedule { every, reason };
+    // Before any SQL: a schedule this server cannot keep.
+    let plan = B::plan(every.as_secs()).map_err(invalid)?;
+    let state = b.scheduler().await.map_err(|e| b.failure(e).error)?;
+    state.ready?;
+    if every < Duration::from_secs(60) {
+        state.seconds.map_err(invalid)?;
+    }
+    let job = b
+        .schedule(&values(&plan))
+        .await
+        .map_err(|e| b.failure(e).error)?;
+    Ok((plan, job))
+}
+
+/// Removes the scheduled sweep on a server with a scheduler.
+async fn unschedule<B: Scheduling>(b: &B) -> Result<bool> {
+    let state = b.scheduler().await.map_err(|e| b.failure(e).error)?;
+    if !state.installed {
+        return Ok(false);
+    }
+    b.unschedule().await.map_err(|e| b.failure(e).error)
+}
+
+/// SQLite has no scheduler inside.
+#[cfg(feature = "sqlite")]
+fn no_scheduler() -> Error {
+    Error::SchedulerUnavailable {
+        dialect: Dialect::Sqlite.name(),
+        hint: "SQLite has no scheduler: run Locker::spawn_sweeper in the application, or \
+               `sqlock sweep` from cron"
+            .into(),
+    }
+}

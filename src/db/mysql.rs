@@ -1,0 +1,330 @@
+//! MariaDB: statements from `sql/mysql/`, results through `INSERT ... RETURNING` and,
+//! where MariaDB has no `RETURNING` (UPDATE), through `LAST_INSERT_ID(expr)` and
+//! matched-row counts; statements told not to wait on row locks, followed by reads
+//! that wait on nothing; Galera clusters; the event scheduler for the scheduled sweep.
+
+use sqlx::mysql::MySqlDatabaseError;
+use sqlx::{MySql, MySqlPool, Row as _};
+use tokio::sync::OnceCell;
+
+use crate::error::{Class, Error};
+use crate::validate::TableName;
+
+use super::backend::{
+    common_templates, for_update_of, Backend, Common, ForUpdate, RowLocks, SchedulerState,
+    SchedulerStatements, Scheduling,
+};
+use super::dialect::Dialect;
+use super::fence::fence_connection;
+use super::outcome::{Failure, Grant, Renewal};
+use super::runner::Runner;
+use super::statement::{batch_json, Mode, Statement, Target};
+use super::transaction::DbTransaction;
+use super::values::{Acquire, Held, Key, Nothing, Renew, Schedule, Sweep};
+
+/// A MariaDB database (a server on its own, or a Galera node) and one lock table in it.
+#[derive(Debug)]
+pub(crate) struct MariaDb {
+    pool: MySqlPool,
+    table: TableName,
+    common: Common,
+    for_update: ForUpdate,
+    /// Whether the key has a row, read before the for-update transaction.
+    for_update_probe: Statement<Key<'static>>,
+    /// Whether a lease is still ours, by a read that waits on no row lock; asked when a
+    /// release or extension found its row locked.
+    lease_held: Statement<Held<'static>>,
+    /// Which leases of a batch survived, after a short renewal count.
+    lease_survivors: Statement<Renew<'static>>,
+    /// The renewal of the survivors after a renewal met a locked row.
+    lease_renew_again: Statement<Renew<'static>>,
+    /// The sweep's first step, locking the rows to reclaim with SKIP LOCKED (MariaDB's
+    /// DELETE cannot skip locked rows itself).
+    sweep_claim: Statement<Sweep<'static>>,
+    /// The size of the Galera cluster the server belongs to, if any.
+    galera_check: Statement<Nothing>,
+    /// The answer of `galera_check`, asked once, before the first acquisition that
+    /// needs it: the cluster's size, or `None` for a server on its own.
+    galera: OnceCell<Option<i64>>,
+    scheduler: SchedulerStatements,
+    /// Whether the table's event exists (DROP EVENT IF EXISTS does not say).
+    scheduled: Statement<Nothing>,
+}
+
+impl MariaDb {
+    pub(crate) fn new(pool: MySqlPool, table: &TableName, mode: Mode) -> Self {
+        let target = Target {
+            table,
+            placeholders: Dialect::MySql.placeholders(),
+            mode,
+        };
+        Self {
+            pool,
+            table: table.clone(),
+            common: Common::render(&common_templates!("mysql"), &target),
+            for_update: for_update_of!("mysql", &target),
+            for_update_probe: target.render(include_str!("../../sql/mysql/for_update_probe.sql")),
+            lease_held: target.render(include_str!("../../sql/mysql/lease_held.sql")),
+            lease_survivors: target.render(include_str!("../../sql/mysql/lease_survivors.sql")),
+            lease_renew_again: target.render(include_str!("../../sql/mysql/lease_renew_again.sql")),
+            sweep_claim: target.render(include_str!("../../sql/mysql/sweep_claim.sql")),
+            galera_check: target.render(include_str!("../../sql/mysql/galera_check.sql")),
+            galera: OnceCell::new(),
+            scheduler: SchedulerStatements {
+                check: target.render(include_str!("../../sql/mysql/sweep_scheduler.sql")),
+                schedule: target.render(include_str!("../../sql/mysql/sweep_schedule.sql")),
+                unschedule: target.render(include_str!("../../sql/mysql/sweep_unschedule.sql")),
+            },
+            scheduled: target.render(include_str!("../../sql/mysql/sweep_scheduled.sql")),
+        }
+    }
+
+    /// The size of the Galera cluster this server is a node of, when it is one of more
+    /// than one node; `None` for a server on its own (or a server without wsrep at
+    /// all). Asked once.
+    async fn galera_cluster_size(&self) -> Result<Option<i64>, sqlx::Error> {
+        self.galera
+            .get_or_try_init(|| async {
+                match MySql::fetch_i64s(&self.pool, &self.galera_check, &Nothing).await {
+                    Ok(sizes) => Ok(sizes.into_iter().next().filter(|&n| n > 1)),
+                    // ER_UNKNOWN_SYSTEM_VARIABLE: a server without wsrep is no Galera node.
+                    Err(e) if error_number(&e) == Some(1193) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+            .copied()
+    }
+}
+
+/// MariaDB's error number of `e`, if it is a MariaDB error.
+fn error_number(e: &sqlx::Error) -> Option<u16> {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
+        .map(|d| d.number())
+}
+
+impl Backend for MariaDb {
+    type Db = MySql;
+
+    const DIALECT: Dialect = Dialect::MySql;
+
+    fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    fn common(&self) -> &Common {
+        &self.common
+    }
+
+    /// By error number.
+    fn classify(e: &sqlx::Error) -> Class {
+        match error_number(e) {
+            // ER_LOCK_DEADLOCK (also a Galera certification failure), ER_LOCK_WAIT_TIMEOUT,
+            // ER_LOCK_NOWAIT
+            Some(1213 | 1205 | 3572) => Class::Contention,
+            // ER_NO_SUCH_TABLE, ER_UNKNOWN_SEQUENCES
+            Some(1146 | 4091) => Class::MissingTable,
+            // ER_PARSE_ERROR, ER_SP_DOES_NOT_EXIST: MySQL has neither RETURNING nor NEXTVAL
+            Some(1064 | 1305) => Class::Unsupported,
+            _ => Class::Other,
+        }
+    }
+
+    /// ER_LOCK_WAIT_TIMEOUT or ER_LOCK_NOWAIT.
+    fn is_lock_wait_timeout(e: &sqlx::Error) -> bool {
+        matches!(error_number(e), Some(1205 | 3572))
+    }
+
+    /// On a node of a Galera cluster the statement runs in an explicit transaction:
+    /// Galera certifies an autocommit statement at its COMMIT, after MariaDB has sent
+    /// the RETURNING row, and sqlx cannot read an error that follows rows. In an
+    /// explicit transaction the certification failure is the COMMIT's own error.
+    async fn lease_acquire(&self, a: &Acquire<'_>) -> Result<Vec<Grant>, sqlx::Error> {
+        let in_tx = self.galera_cluster_size().await?.is_some();
+        let s = &self.common.lease_acquire;
+        MySql::fetch_grants(&self.pool, s, a, in_tx || s.is_pinned()).await
+    }
+
+    async fn still_held(&self, h: &Held<'_>) -> Result<bool, sqlx::Error> {
+        Ok(!MySql::fetch_i64s(&self.pool, &self.lease_held, h)
+            .await?
+            .is_empty())
+    }
+
+    /// sqlx connects with CLIENT_FOUND_ROWS: the count is of matched rows, so a full
+    /// count means every lease of the batch was renewed. A row locked by another
+    /// transaction fails the statement at once (it is told not to wait): the row of a
+    /// lease that lapsed may be a for-update holder's, so the survivors are asked for,
+    /// which waits on nothing, and renewed alone, waiting out short locks.
+    async fn lease_renew(
+        &self,
+        r: &Renew<'_>,
+        batch: &[(String, i64)],
+    ) -> Result<Renewal, sqlx::Error> {
+        let matched = match MySql::execute(&self.pool, &self.common.lease_renew, r).await {
+            Ok(rows) => Some(rows),
+            Err(e) if Self::classify(&e) == Class::Contention => None,
+            Err(e) => return Err(e),
+        };
+        if matched.is_some_and(|m| usize::try_from(m).is_ok_and(|m| m >= batch.len())) {
+            return Ok(Renewal {
+                survivors: None,
+                statements: 1,
+            });
+        }
+        let survivors = MySql::fetch_strings(&self.pool, &self.lease_survivors, r).await?;
+        if matched.is_some() {
+            return Ok(Renewal {
+                survivors: Some(survivors),
+                statements: 2,
+            });
+        }
+        let again = batch_json(
+            batch
+                .iter()
+                .filter(|(k, _)| survivors.contains(k))
+                .map(|(k, t)| (k.as_str(), *t)),
+        );
+        let again = Renew {
+            batch: &again,
+            ..*r
+        };
+        let renewed = MySql::execute(&self.pool, &self.lease_renew_again, &again).await?;
+        if usize::try_from(renewed).is_ok_and(|m| m >= survivors.len()) {
+            Ok(Renewal {
+                survivors: Some(survivors),
+                statements: 3,
+            })
+        } else {
+            // Another lease was lost in between: the next tick sorts it out.
+            Err(sqlx::Error::Protocol(
+                "a lease was lost while its batch was renewed".into(),
+            ))
+        }
+    }
+
+    /// In two steps of one transaction: lock the rows to reclaim, passing over rows
+    /// another transaction holds (SKIP LOCKED, which MariaDB's DELETE lacks), then
+    /// delete them by key.
+    async fn sweep(&self, s: &Sweep<'_>) -> Result<u64, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let keys = MySql::strings_on(&mut tx, &self.sweep_claim, s).await?;
+        if keys.is_empty() {
+            tx.commit().await?;
+            return Ok(0);
+        }
+        let claimed = batch_json(keys.iter().map(|k| (k.as_str(), 0)));
+        let claimed = Sweep {
+            claimed: &claimed,
+            ..*s
+        };
+        let deleted = MySql::execute_on(&mut tx, &self.common.sweep, &claimed).await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+}
+
+impl RowLocks for MariaDb {
+    fn for_update(&self) -> &ForUpdate {
+        &self.for_update
+    }
+
+    /// Galera certifies a transaction's writes across the cluster only at COMMIT; a
+    /// row lock taken by `SELECT ... FOR UPDATE` stays on the node that took it. A
+    /// holder on one node therefore does not exclude a holder on another.
+    async fn check_row_locks(&self) -> Result<(), Failure> {
+        match self
+            .galera_cluster_size()
+            .await
+            .map_err(|e| self.failure(e))?
+        {
+            Some(nodes) => Err(Failure {
+                class: Class::Unsupported,
+                error: Error::GaleraCluster { nodes },
+            }),
+            None => Ok(()),
+        }
+    }
+
+    async fn prepare(&self, k: &Key<'_>) -> Result<(), sqlx::Error> {
+        if MySql::fetch_i64s(&self.pool, &self.for_update_probe, k)
+            .await?
+            .is_empty()
+        {
+            MySql::execute(&self.pool, &self.for_update.ensure, k).await?;
+        }
+        Ok(())
+    }
+
+    fn lend(tx: sqlx::Transaction<'static, MySql>) -> DbTransaction {
+        DbTransaction::MySql(tx)
+    }
+}
+
+impl Scheduling for MariaDb {
+    async fn scheduler(&self) -> Result<SchedulerState, sqlx::Error> {
+        let row = self
+            .scheduler
+            .check
+            .bind::<MySql>(&Nothing)
+            .fetch_one(&self.pool)
+            .await?;
+        let scheduler: Option<String> = row.try_get(0)?;
+        let on = scheduler.is_some_and(|v| v.eq_ignore_ascii_case("ON"));
+        let has_procedure = row.try_get::<i64, _>(1)? != 0;
+        let ready = match (on, has_procedure) {
+            (true, true) => Ok(()),
+            (true, false) => Err(Error::MissingSweepProcedure {
+                name: format!("{}_sweep", self.table.as_str()),
+                dialect: Self::DIALECT.name(),
+            }),
+            (false, _) => Err(Error::SchedulerUnavailable {
+                dialect: Self::DIALECT.name(),
+                hint: "the event scheduler is off: set event_scheduler=ON in the server's \
+                       configuration (or SET GLOBAL event_scheduler = ON until the next \
+                       restart)"
+                    .into(),
+            }),
+        };
+        Ok(SchedulerState {
+            ready,
+            seconds: Ok(()),
+            installed: true,
+        })
+    }
+
+    fn plan(secs: u64) -> Result<String, String> {
+        Ok(format!("EVERY {secs} SECOND"))
+    }
+
+    async fn schedule(&self, s: &Schedule<'_>) -> Result<Option<i64>, sqlx::Error> {
+        self.scheduler
+            .schedule
+            .bind::<MySql>(s)
+            .execute(&self.pool)
+            .await?;
+        Ok(None)
+    }
+
+    async fn unschedule(&self) -> Result<bool, sqlx::Error> {
+        let row = self
+            .scheduled
+            .bind::<MySql>(&Nothing)
+            .fetch_one(&self.pool)
+            .await?;
+        let existed = row.try_get::<i64, _>(0)? > 0;
+        self.scheduler
+            .unschedule
+            .bind::<MySql>(&Nothing)
+            .execute(&self.pool)
+            .await?;
+        Ok(existed)
+    }
+}
+
+fence_connection!(sqlx::MySqlConnection, MariaDb);

@@ -1,0 +1,237 @@
+//! The typed requests statements are bound with: each kind of statement takes the
+//! values it needs, by name, and nothing else.
+
+use crate::strategy_kind::Strategy;
+
+use super::statement::{Param, Value, Values};
+
+/// A key alone: a lookup, a force release, the for-update strategy's row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Key<'a>(pub(crate) &'a str);
+
+impl Values for Key<'_> {
+    type With<'a> = Key<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key];
+
+    fn value(&self, _: Param) -> Value<'_> {
+        Value::Text(self.0)
+    }
+}
+
+/// No value at all: the statements that read what a server offers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Nothing;
+
+impl Values for Nothing {
+    type With<'a> = Nothing;
+
+    const PARAMS: &'static [Param] = &[];
+
+    fn value(&self, _: Param) -> Value<'_> {
+        Value::Int(0)
+    }
+}
+
+/// An acquisition of `key` by `owner`, for `ttl_us`, recorded as `strategy`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Acquire<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) strategy: Strategy,
+    pub(crate) ttl_us: i64,
+}
+
+impl Values for Acquire<'_> {
+    type With<'a> = Acquire<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Strategy, Param::TtlUs];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Owner => Value::Text(self.owner),
+            Param::Strategy => Value::Text(self.strategy.name()),
+            Param::TtlUs => Value::Int(self.ttl_us),
+            _ => Value::Text(self.key),
+        }
+    }
+}
+
+/// One grant, as the statements that act on it name it: its key, owner and token.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Held<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) token: i64,
+}
+
+impl Values for Held<'_> {
+    type With<'a> = Held<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Token];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Owner => Value::Text(self.owner),
+            Param::Token => Value::Int(self.token),
+            _ => Value::Text(self.key),
+        }
+    }
+}
+
+/// An extension of a grant to at least `ttl_us` from now.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Extend<'a> {
+    pub(crate) held: Held<'a>,
+    pub(crate) ttl_us: i64,
+}
+
+impl Values for Extend<'_> {
+    type With<'a> = Extend<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Token, Param::TtlUs];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::TtlUs => Value::Int(self.ttl_us),
+            other => self.held.value(other),
+        }
+    }
+}
+
+/// A batched renewal of `owner`'s leases of one TTL: `batch` is the JSON array of
+/// `[key, token]` pairs (see [`batch_json`](super::statement::batch_json)).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Renew<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) ttl_us: i64,
+    pub(crate) batch: &'a str,
+}
+
+impl Values for Renew<'_> {
+    type With<'a> = Renew<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Owner, Param::TtlUs, Param::Batch];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Owner => Value::Text(self.owner),
+            Param::TtlUs => Value::Int(self.ttl_us),
+            _ => Value::Text(self.batch),
+        }
+    }
+}
+
+/// One batch of the sweep: rows expired for longer than `grace_us`, `limit` at most;
+/// `claimed` is the JSON array of the keys a first step claimed (MariaDB).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sweep<'a> {
+    pub(crate) grace_us: i64,
+    pub(crate) limit: i64,
+    pub(crate) claimed: &'a str,
+}
+
+impl Values for Sweep<'_> {
+    type With<'a> = Sweep<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::GraceUs, Param::Limit, Param::Batch];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::GraceUs => Value::Int(self.grace_us),
+            Param::Limit => Value::Int(self.limit),
+            _ => Value::Text(self.claimed),
+        }
+    }
+}
+
+/// At most `0` rows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limit(pub(crate) i64);
+
+impl Values for Limit {
+    type With<'a> = Limit;
+
+    const PARAMS: &'static [Param] = &[Param::Limit];
+
+    fn value(&self, _: Param) -> Value<'_> {
+        Value::Int(self.0)
+    }
+}
+
+/// The for-update strategy's bound on its row lock wait (PostgreSQL's `lock_timeout`)
+/// and the key's gate.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bound<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) wait_us: i64,
+}
+
+impl Values for Bound<'_> {
+    type With<'a> = Bound<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::WaitUs];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::WaitUs => Value::Int(self.wait_us),
+            _ => Value::Text(self.key),
+        }
+    }
+}
+
+/// The for-update strategy's grant to `owner`, putting back `setting` (the
+/// `lock_timeout` its bound replaced, on PostgreSQL).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowGrant<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) setting: &'a str,
+}
+
+impl Values for RowGrant<'_> {
+    type With<'a> = RowGrant<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Setting];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Owner => Value::Text(self.owner),
+            Param::Setting => Value::Text(self.setting),
+            _ => Value::Text(self.key),
+        }
+    }
+}
+
+/// A sweep scheduled inside the database: a pg_cron `schedule`, or an event every
+/// `every_s` seconds, of `batches` batches of `limit` rows expired for `grace_us`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Schedule<'a> {
+    pub(crate) schedule: &'a str,
+    pub(crate) every_s: i64,
+    pub(crate) limit: i64,
+    pub(crate) grace_us: i64,
+    pub(crate) batches: i64,
+}
+
+impl Values for Schedule<'_> {
+    type With<'a> = Schedule<'a>;
+
+    const PARAMS: &'static [Param] = &[
+        Param::Schedule,
+        Param::EverySecs,
+        Param::Limit,
+        Param::GraceUs,
+        Param::Batches,
+    ];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Schedule => Value::Text(self.schedule),
+            Param::EverySecs => Value::Int(self.every_s),
+            Param::Limit => Value::Int(self.limit),
+            Param::GraceUs => Value::Int(self.grace_us),
+            _ => Value::Int(self.batches),
+        }
+    }
+}

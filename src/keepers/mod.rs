@@ -1,0 +1,10 @@
+//! The keepers: the background work a handle does for its locks while the application
+//! goes on. The watchdog renews held leases and fires their lost signal; the sweeper
+//! reclaims expired rows, as a call, a task or a schedule inside the database; the
+//! release listener (PostgreSQL) wakes waiters at a release.
+
+#[cfg(feature = "postgres")]
+pub(crate) mod notify;
+pub(crate) mod scheduled_sweep;
+pub(crate) mod sweeper;
+pub(crate) mod watchdog;
