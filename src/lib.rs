@@ -71,9 +71,6 @@ mod keepers;
 mod strategy;
 mod support;
 
-// The support modules, by the short names every layer uses.
-use support::{backoff, error, lost, strategy_kind, validate};
-
 pub use api::admin::{LockInfo, MAX_LISTED};
 pub use api::builder::{
     LockerBuilder, DEFAULT_KEEPALIVE, DEFAULT_NOTIFY_POLL_MAX, DEFAULT_NOTIFY_POLL_MIN,
@@ -85,14 +82,14 @@ pub use api::request::LockRequest;
 pub use db::fence::FenceConnection;
 pub use db::schema::{migrate, schema, MIGRATIONS_TABLE};
 pub use db::{DbPool, DbTransaction, Dialect};
-pub use error::{Error, Result};
 pub use keepers::scheduled_sweep::{ScheduledSweep, MAX_SWEEP_INTERVAL, SCHEDULED_SWEEP_BATCHES};
 pub use keepers::sweeper::{SweepOptions, SweeperHandle, MAX_SWEEP_BATCH};
 pub use keepers::watchdog::WatchdogStats;
-pub use lost::{LostReason, LostSignal};
 pub use strategy::held_transaction::LentTransaction;
-pub use strategy_kind::{Strategy, UnknownStrategy};
-pub use validate::{
+pub use support::error::{Error, Result};
+pub use support::lost::{LostReason, LostSignal};
+pub use support::strategy_kind::{Strategy, UnknownStrategy};
+pub use support::validate::{
     TableName, DEFAULT_TABLE, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
 };
 

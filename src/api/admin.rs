@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::db::retry::{retry_contention, retry_failure};
 use crate::db::values::{Key, Limit};
 use crate::db::Listed;
-use crate::error::{Class, Error, Result};
-use crate::validate;
+use crate::support::error::{Class, Error, Result};
+use crate::support::validate;
 
 use super::locker::Locker;
 

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use crate::db::statement::Mode;
 use crate::db::{Db, DbPool};
-use crate::error::{Error, Result};
 use crate::strategy::check_strategy;
 use crate::strategy::handle::{Handle, Settings};
-use crate::strategy_kind::Strategy;
-use crate::validate::{self, TableName};
+use crate::support::error::{Error, Result};
+use crate::support::strategy_kind::Strategy;
+use crate::support::validate::{self, TableName};
 
 use super::locker::Locker;
 

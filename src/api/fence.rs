@@ -7,8 +7,8 @@
 //! that commit, so a stale holder's transaction fails instead of writing.
 
 use crate::db::fence::FenceConnection;
-use crate::error::{Error, Result};
-use crate::lost::LostReason;
+use crate::support::error::{Error, Result};
+use crate::support::lost::LostReason;
 
 use super::guard::LockGuard;
 

@@ -6,13 +6,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::error::{Error, Result};
-use crate::lost::LostSignal;
 use crate::strategy::handle::Handle;
 use crate::strategy::held_transaction::LentTransaction;
 use crate::strategy::{Hold, LockId};
-use crate::strategy_kind::Strategy;
-use crate::validate;
+use crate::support::error::{Error, Result};
+use crate::support::lost::LostSignal;
+use crate::support::strategy_kind::Strategy;
+use crate::support::validate;
 
 /// A held lock.
 ///

@@ -13,10 +13,10 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::db::{DbPool, Dialect};
-use crate::error::Result;
 use crate::keepers::watchdog::WatchdogStats;
 use crate::strategy::handle::Handle;
-use crate::validate::TableName;
+use crate::support::error::Result;
+use crate::support::validate::TableName;
 
 use super::guard::LockGuard;
 use super::request::LockRequest;

@@ -7,15 +7,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backoff::Backoff;
-use crate::error::{Class, Error, Result};
-use crate::lost::LostReason;
-use crate::strategy::attempt::{attempt, try_once, Granted};
-use crate::strategy::handle::Handle;
-use crate::strategy::lease::Renewal;
-use crate::strategy::{check_strategy, wait_in_database, Ask, Hold};
-use crate::strategy_kind::Strategy;
-use crate::validate;
+use crate::strategy::attempt::{attempt, try_once};
+use crate::strategy::{check_strategy, handle::Handle, lease::Renewal, wait_in_database};
+use crate::strategy::{Ask, Granted, Hold};
+use crate::support::backoff::Backoff;
+use crate::support::error::{Class, Error, Result};
+use crate::support::lost::LostReason;
+use crate::support::strategy_kind::Strategy;
+use crate::support::validate;
 
 use super::guard::LockGuard;
 

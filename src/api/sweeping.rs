@@ -5,15 +5,15 @@
 
 use std::time::Duration;
 
-use crate::error::Result;
 use crate::keepers::scheduled_sweep::{self, ScheduledSweep};
 use crate::keepers::sweeper::{self, SweepOptions, SweeperHandle};
+use crate::support::error::Result;
 
 use super::locker::Locker;
 
 // For the links of the docs below.
 #[allow(unused_imports)]
-use crate::{error::Error, keepers::scheduled_sweep::SCHEDULED_SWEEP_BATCHES};
+use crate::{keepers::scheduled_sweep::SCHEDULED_SWEEP_BATCHES, support::error::Error};
 
 impl Locker {
     /// Reclaims every row of the lock table whose lease expired (and, with a grace,

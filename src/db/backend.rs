@@ -1,6 +1,6 @@
 //! The traits a database server's backend implements: [`Backend`] for what every server
-//! does, [`RowLocks`] for the servers with row locks (the for-update strategy), and
-//! [`Scheduling`] for the servers with a scheduler inside (the scheduled sweep).
+//! does, and [`RowLocks`] for the servers with row locks (the for-update strategy). The
+//! servers with a scheduler inside implement `Scheduling` too (`scheduling.rs`).
 //!
 //! One type per server implements them (`postgres.rs`, `mysql.rs`, `sqlite.rs`): it
 //! owns its pool, its statements rendered for one table, and its error classification.
@@ -10,17 +10,15 @@
 
 use std::future::Future;
 
-use crate::error::{Class, Error};
-use crate::validate::TableName;
+use crate::support::error::{Class, Error};
+use crate::support::validate::TableName;
 
 use super::dialect::Dialect;
 use super::outcome::{Failure, Grant, Listed, Renewal};
 use super::runner::Runner;
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
-use super::values::{
-    Acquire, Bound, Extend, Held, Key, Limit, Nothing, Renew, RowGrant, Schedule, Sweep,
-};
+use super::values::{Acquire, Bound, Extend, Held, Key, Limit, Renew, RowGrant, Sweep};
 
 /// The statements every server has, rendered for one table.
 #[derive(Debug, Clone)]
@@ -313,44 +311,4 @@ pub(crate) trait RowLocks: Backend {
 
     /// The public face of a locking transaction of this server.
     fn lend(tx: sqlx::Transaction<'static, Self::Db>) -> DbTransaction;
-}
-
-/// What a server's scheduler is, and whether it can run the sweep, as read from it.
-#[derive(Debug)]
-pub(crate) struct SchedulerState {
-    /// Ready to schedule; `Err` says what is missing, in the server's own terms.
-    pub(crate) ready: Result<(), Error>,
-    /// Whether schedules of less than a minute are accepted (pg_cron 1.5 and later;
-    /// MariaDB's events always); `Err` says why not.
-    pub(crate) seconds: Result<(), String>,
-    /// Whether the scheduler is there at all, so that something may be scheduled.
-    pub(crate) installed: bool,
-}
-
-/// A server with a scheduler inside (pg_cron, MariaDB's events) that can run the
-/// sweep procedure of sqlock's migrations.
-pub(crate) trait Scheduling: Backend {
-    /// Reads what the server offers.
-    fn scheduler(&self) -> impl Future<Output = Result<SchedulerState, sqlx::Error>> + Send;
-
-    /// This server's schedule for a run every `secs` seconds (1 to a day), worked out
-    /// before any SQL is sent; `Err` says why it has none.
-    fn plan(secs: u64) -> Result<String, String>;
-
-    /// Schedules the sweep; pg_cron's job id where there is one.
-    fn schedule(
-        &self,
-        s: &Schedule<'_>,
-    ) -> impl Future<Output = Result<Option<i64>, sqlx::Error>> + Send;
-
-    /// Removes the scheduled sweep; whether there was one.
-    fn unschedule(&self) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
-}
-
-/// The statements of [`Scheduling`], rendered for one table.
-#[derive(Debug, Clone)]
-pub(crate) struct SchedulerStatements {
-    pub(crate) check: Statement<Nothing>,
-    pub(crate) schedule: Statement<Schedule<'static>>,
-    pub(crate) unschedule: Statement<Nothing>,
 }

@@ -23,6 +23,7 @@ mod outcome;
 mod postgres;
 pub(crate) mod retry;
 pub(crate) mod runner;
+pub(crate) mod scheduling;
 pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -39,10 +40,11 @@ pub(crate) use outcome::{Failure, Grant, Listed, Renewal};
 pub(crate) use runner::{checked_out, noting_checkout};
 pub use transaction::DbTransaction;
 
-use crate::error::{Class, Error, Result};
-use crate::validate::TableName;
+use crate::support::error::{Class, Result};
+use crate::support::validate::TableName;
 
-use backend::{Backend, RowLocks, Scheduling};
+use backend::{Backend, RowLocks};
+use scheduling::{schedule, unschedule};
 use statement::Mode;
 use values::{Acquire, Extend, Held, Key, Limit, Renew, Schedule, Sweep};
 
@@ -359,40 +361,10 @@ pub(crate) trait OnRowLocks: Send {
     fn run<B: RowLocks>(self, backend: &B) -> impl Future<Output = Self::Output> + Send;
 }
 
-/// Schedules the sweep on a server with a scheduler.
-async fn schedule<B: Scheduling>(
-    b: &B,
-    every: Duration,
-    values: impl FnOnce(&str) -> Schedule<'_> + Send,
-) -> Result<(String, Option<i64>)> {
-    let invalid = |reason: String| Error::InvalidSchedule { every, reason };
-    // Before any SQL: a schedule this server cannot keep.
-    let plan = B::plan(every.as_secs()).map_err(invalid)?;
-    let state = b.scheduler().await.map_err(|e| b.failure(e).error)?;
-    state.ready?;
-    if every < Duration::from_secs(60) {
-        state.seconds.map_err(invalid)?;
-    }
-    let job = b
-        .schedule(&values(&plan))
-        .await
-        .map_err(|e| b.failure(e).error)?;
-    Ok((plan, job))
-}
-
-/// Removes the scheduled sweep on a server with a scheduler.
-async fn unschedule<B: Scheduling>(b: &B) -> Result<bool> {
-    let state = b.scheduler().await.map_err(|e| b.failure(e).error)?;
-    if !state.installed {
-        return Ok(false);
-    }
-    b.unschedule().await.map_err(|e| b.failure(e).error)
-}
-
 /// SQLite has no scheduler inside.
 #[cfg(feature = "sqlite")]
-fn no_scheduler() -> Error {
-    Error::SchedulerUnavailable {
+fn no_scheduler() -> crate::support::error::Error {
+    crate::support::error::Error::SchedulerUnavailable {
         dialect: Dialect::Sqlite.name(),
         hint: "SQLite has no scheduler: run Locker::spawn_sweeper in the application, or \
                `sqlock sweep` from cron"

@@ -7,17 +7,15 @@ use sqlx::mysql::MySqlDatabaseError;
 use sqlx::{MySql, MySqlPool, Row as _};
 use tokio::sync::OnceCell;
 
-use crate::error::{Class, Error};
-use crate::validate::TableName;
+use crate::support::error::{Class, Error};
+use crate::support::validate::TableName;
 
-use super::backend::{
-    common_templates, for_update_of, Backend, Common, ForUpdate, RowLocks, SchedulerState,
-    SchedulerStatements, Scheduling,
-};
+use super::backend::{common_templates, for_update_of, Backend, Common, ForUpdate, RowLocks};
 use super::dialect::Dialect;
 use super::fence::fence_connection;
 use super::outcome::{Failure, Grant, Renewal};
 use super::runner::Runner;
+use super::scheduling::{SchedulerState, SchedulerStatements, Scheduling};
 use super::statement::{batch_json, Mode, Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{Acquire, Held, Key, Nothing, Renew, Schedule, Sweep};

@@ -1,7 +1,7 @@
 //! What statements report back to the layers above: grants, listed locks, renewals,
 //! and failures sorted by whether the caller may retry them.
 
-use crate::error::{Class, Error};
+use crate::support::error::{Class, Error};
 
 /// One held lock as `list.sql` reports it.
 #[derive(Debug, Clone)]

@@ -5,16 +5,14 @@
 use sqlx::postgres::PgDatabaseError;
 use sqlx::{PgPool, Postgres as Pg, Row as _};
 
-use crate::error::{Class, Error};
-use crate::validate::TableName;
+use crate::support::error::{Class, Error};
+use crate::support::validate::TableName;
 
-use super::backend::{
-    common_templates, for_update_of, Backend, Common, ForUpdate, Gate, RowLocks, SchedulerState,
-    SchedulerStatements, Scheduling,
-};
+use super::backend::{common_templates, for_update_of, Backend, Common, ForUpdate, Gate, RowLocks};
 use super::dialect::Dialect;
 use super::fence::fence_connection;
 use super::runner::Runner;
+use super::scheduling::{SchedulerState, SchedulerStatements, Scheduling};
 use super::statement::{Mode, Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{Bound, Key, Nothing, Schedule};

@@ -9,8 +9,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::Failure;
-use crate::backoff::Backoff;
-use crate::error::{Class, Error, Result};
+use crate::support::backoff::Backoff;
+use crate::support::error::{Class, Error, Result};
 
 /// How often a statement that lost a race is tried again before the call gives up.
 /// With the back-off below the tries span about two seconds, plus what each try

@@ -10,8 +10,8 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::SqlSafeStr;
 
 use super::{DbPool, Dialect};
-use crate::error::Result;
-use crate::validate::{TableName, DEFAULT_TABLE};
+use crate::support::error::Result;
+use crate::support::validate::{TableName, DEFAULT_TABLE};
 
 /// The table in which [`migrate`] records sqlock's migrations, apart from the
 /// application's own `_sqlx_migrations`.

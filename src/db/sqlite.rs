@@ -7,8 +7,8 @@
 
 use sqlx::SqlitePool;
 
-use crate::error::Class;
-use crate::validate::TableName;
+use crate::support::error::Class;
+use crate::support::validate::TableName;
 
 use super::backend::{common_templates, Backend, Common};
 use super::dialect::Dialect;

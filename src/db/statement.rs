@@ -18,7 +18,7 @@ use std::sync::Arc;
 use sqlx::database::HasStatementCache;
 use sqlx::{AssertSqlSafe, Database, Encode, Type};
 
-use crate::validate::TableName;
+use crate::support::validate::TableName;
 
 /// One value a statement may take, by the name the templates give it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The typed requests statements are bound with: each kind of statement takes the
 //! values it needs, by name, and nothing else.
 
-use crate::strategy_kind::Strategy;
+use crate::support::strategy_kind::Strategy;
 
 use super::statement::{Param, Value, Values};
 

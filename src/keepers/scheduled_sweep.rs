@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::db::values::Schedule;
 use crate::db::Db;
-use crate::error::{Error, Result};
+use crate::support::error::{Error, Result};
 
 use super::sweeper::SweepOptions;
 

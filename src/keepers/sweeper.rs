@@ -18,8 +18,8 @@ use tokio::task::JoinHandle;
 use crate::db::retry::retry_contention;
 use crate::db::values::Sweep;
 use crate::db::Db;
-use crate::error::{Error, Result};
-use crate::validate::{MAX_TTL, MIN_TTL};
+use crate::support::error::{Error, Result};
+use crate::support::validate::{MAX_TTL, MIN_TTL};
 
 /// The largest batch a sweep deletes in one statement.
 pub const MAX_SWEEP_BATCH: u32 = 100_000;

@@ -14,24 +14,13 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::db::statement::Statement;
-use crate::db::values::Held;
-use crate::db::{noting_checkout, DbTransaction, Failure, Grant};
-use crate::error::{Class, Error};
-use crate::strategy_kind::Strategy;
+use crate::db::{noting_checkout, Failure};
+use crate::support::error::{Class, Error};
+use crate::support::strategy_kind::Strategy;
 
+use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
-use super::{for_update, lease, Ask, LockId};
-
-/// What one attempt took.
-#[derive(Debug)]
-pub(crate) enum Granted {
-    /// A lease or insert row.
-    Lease(Grant),
-    /// A row lock in an open transaction, with the statement that checks the
-    /// transaction still shows the grant, and the grant's token.
-    Tx(DbTransaction, Statement<Held<'static>>, i64),
-}
+use super::{for_update, lease};
 
 /// One attempt at what `ask` asks, and when its statement was sent (a lease is valid at
 /// least until then plus its TTL, whenever the database ran the statement). `wait`: how

@@ -26,11 +26,10 @@ use crate::db::backend::{Backend, Gate, RowLocks};
 use crate::db::runner::Runner;
 use crate::db::values::{Bound, Key, RowGrant};
 use crate::db::{checked_out, Dialect, Failure, OnRowLocks};
-use crate::error::{Class, Error};
+use crate::support::error::{Class, Error};
 
-use super::attempt::Granted;
+use super::grant::{Ask, Granted};
 use super::handle::Handle;
-use super::Ask;
 
 /// The longest single wait of a for-update attempt in the database.
 const SLICE: Duration = Duration::from_secs(1);

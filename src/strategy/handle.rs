@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::db::{Db, DbPool};
 use crate::keepers::watchdog::Watchdog;
-use crate::strategy_kind::Strategy;
+use crate::support::strategy_kind::Strategy;
 
 /// The settings of a handle, which the handles made from it copy.
 #[derive(Debug, Clone, Copy)]

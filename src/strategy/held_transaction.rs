@@ -18,10 +18,10 @@ use tokio::sync::{watch, MappedMutexGuard, Mutex, MutexGuard, Notify};
 use crate::db::statement::Statement;
 use crate::db::values::Held;
 use crate::db::DbTransaction;
-use crate::error::Error;
-use crate::lost::LostReason;
+use crate::support::error::Error;
+use crate::support::lost::LostReason;
 
-use super::LockId;
+use super::grant::LockId;
 
 /// The open transaction of a for-update lock, lent to the holder by
 /// [`LockGuard::transaction`](crate::LockGuard::transaction): derefs to

@@ -13,13 +13,13 @@ use tokio::time::Instant;
 use crate::db::retry::retry_contention;
 use crate::db::values::{Acquire, Extend};
 use crate::db::{Failure, Grant};
-use crate::error::{Class, Error, Result};
 use crate::keepers::watchdog::Track;
-use crate::lost::LostSignal;
-use crate::strategy_kind::Strategy;
+use crate::support::error::{Class, Error, Result};
+use crate::support::lost::LostSignal;
+use crate::support::strategy_kind::Strategy;
 
+use super::grant::{Ask, LockId};
 use super::handle::Handle;
-use super::{Ask, LockId};
 
 /// One acquisition statement: the grant, when the row as it stands after the
 /// statement is ours.

@@ -13,6 +13,7 @@
 
 pub(crate) mod attempt;
 pub(crate) mod for_update;
+pub(crate) mod grant;
 pub(crate) mod handle;
 pub(crate) mod held_transaction;
 pub(crate) mod lease;
@@ -23,50 +24,15 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::db::{values, Dialect};
-use crate::error::{Error, Result};
-use crate::lost::{LostReason, LostSignal};
-use crate::strategy_kind::Strategy;
+use crate::db::Dialect;
+use crate::support::error::{Error, Result};
+use crate::support::lost::{LostReason, LostSignal};
+use crate::support::strategy_kind::Strategy;
 
-use self::attempt::Granted;
+pub(crate) use self::grant::{Ask, Granted, LockId};
 use self::handle::Handle;
 use self::held_transaction::{LentTransaction, TxHold};
 use self::lease::{LeaseHold, Renewal};
-
-/// What an acquisition asks for: a key, the strategy to hold it with, and a lease's
-/// TTL (validated).
-#[derive(Debug, Clone)]
-pub(crate) struct Ask {
-    pub(crate) key: String,
-    pub(crate) strategy: Strategy,
-    pub(crate) ttl: Duration,
-}
-
-impl Ask {
-    /// The TTL in whole microseconds, the unit the SQL works in (in range: validated).
-    pub(crate) fn ttl_us(&self) -> i64 {
-        i64::try_from(self.ttl.as_micros()).unwrap_or(i64::MAX)
-    }
-}
-
-/// One grant, by what names it: the key, the strategy it is held with, its token.
-#[derive(Debug, Clone)]
-pub(crate) struct LockId {
-    pub(crate) key: String,
-    pub(crate) strategy: Strategy,
-    pub(crate) token: i64,
-}
-
-impl LockId {
-    /// The grant as the statements that act on it take it.
-    pub(crate) fn held<'a>(&'a self, owner: &'a str) -> values::Held<'a> {
-        values::Held {
-            key: &self.key,
-            owner,
-            token: self.token,
-        }
-    }
-}
 
 /// Refuses a strategy the server cannot hold, before any SQL is sent.
 pub(crate) fn check_strategy(strategy: Strategy, dialect: Dialect) -> Result<()> {

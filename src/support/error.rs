@@ -86,7 +86,7 @@ pub enum Error {
         /// The lock's key.
         key: String,
         /// Why it was lost.
-        reason: crate::lost::LostReason,
+        reason: crate::support::lost::LostReason,
     },
 
     /// Occurs when a handle asks for a key it holds already, with another strategy. A
@@ -100,9 +100,9 @@ pub enum Error {
         /// The lock's key.
         key: String,
         /// The strategy the handle holds the key with.
-        held: crate::strategy_kind::Strategy,
+        held: crate::support::strategy_kind::Strategy,
         /// The strategy asked for.
-        requested: crate::strategy_kind::Strategy,
+        requested: crate::support::strategy_kind::Strategy,
     },
 
     /// Occurs when a lock was granted, but its answer arrived later than the lease's TTL

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::support::error::{Error, Result};
 
 /// The longest lock key, in bytes of UTF-8 (the key column is 255 bytes wide).
 pub const MAX_KEY_BYTES: usize = 255;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use crate::lost::{LostReason, LostSignal};
+use crate::support::lost::{LostReason, LostSignal};
 
 use super::WatchdogStats;
 

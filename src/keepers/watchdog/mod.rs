@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use crate::db::statement::batch_json;
 use crate::db::values::Renew;
 use crate::db::Db;
-use crate::lost::LostSignal;
+use crate::support::lost::LostSignal;
 
 use self::leases::Batch;
 pub(crate) use self::leases::{State, Track};
