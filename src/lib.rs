@@ -80,6 +80,9 @@ pub use api::guard::LockGuard;
 pub use api::locker::Locker;
 pub use api::request::LockRequest;
 pub use db::fence::FenceConnection;
+// What `FenceConnection`'s sealed method names; not for use outside sqlock.
+#[doc(hidden)]
+pub use db::fence::{FenceCheck, FenceQuery};
 pub use db::schema::{migrate, schema, MIGRATIONS_TABLE};
 pub use db::{DbPool, DbTransaction, Dialect};
 pub use keepers::scheduled_sweep::{ScheduledSweep, MAX_SWEEP_INTERVAL, SCHEDULED_SWEEP_BATCHES};

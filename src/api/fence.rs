@@ -6,7 +6,7 @@
 //! the transaction, the check and the writes commit together, and a takeover waits for
 //! that commit, so a stale holder's transaction fails instead of writing.
 
-use crate::db::fence::FenceConnection;
+use crate::db::fence::{FenceConnection, FenceQuery};
 use crate::support::error::{Error, Result};
 use crate::support::lost::LostReason;
 
@@ -69,13 +69,13 @@ impl LockGuard {
         let (fence, pinned) = self.handle.db.fence();
         // Unnamed behind a transaction-pooling proxy, like every statement of the handle.
         let checked = conn
-            .check(
-                fence,
-                &self.id.key,
-                &self.handle.owner_text,
-                self.id.token,
-                !pinned,
-            )
+            .check(FenceQuery {
+                sql: fence,
+                key: &self.id.key,
+                owner: &self.handle.owner_text,
+                token: self.id.token,
+                persistent: !pinned,
+            })
             .await;
         let held = match checked {
             Ok(held) => held,

@@ -15,7 +15,7 @@ use crate::support::validate::TableName;
 
 use super::dialect::Dialect;
 use super::outcome::{Failure, Grant, Listed, Renewal};
-use super::runner::Runner;
+use super::runner::{grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{Acquire, Bound, Extend, Held, Key, Limit, Renew, RowGrant, Sweep};
@@ -50,26 +50,31 @@ pub(crate) struct CommonTemplates {
     pub(crate) fence: &'static str,
 }
 
+/// The text of `sql/$dir/$name.sql`, compiled in.
+macro_rules! sql {
+    ($dir:literal, $name:literal) => {
+        include_str!(concat!("../../sql/", $dir, "/", $name, ".sql"))
+    };
+}
+pub(crate) use sql;
+
 /// The templates every server has, from `sql/$dir/`.
 macro_rules! common_templates {
-    ($dir:literal) => {
+    ($dir:literal) => {{
+        use $crate::db::backend::sql;
         $crate::db::backend::CommonTemplates {
-            lease_acquire: include_str!(concat!("../../sql/", $dir, "/lease_acquire.sql")),
-            lease_release: include_str!(concat!("../../sql/", $dir, "/lease_release.sql")),
-            insert_release: include_str!(concat!("../../sql/", $dir, "/insert_release.sql")),
-            lease_extend: include_str!(concat!("../../sql/", $dir, "/lease_extend.sql")),
-            lease_renew: include_str!(concat!("../../sql/", $dir, "/lease_renew.sql")),
-            lease_force_release: include_str!(concat!(
-                "../../sql/",
-                $dir,
-                "/lease_force_release.sql"
-            )),
-            sweep: include_str!(concat!("../../sql/", $dir, "/sweep.sql")),
-            list: include_str!(concat!("../../sql/", $dir, "/list.sql")),
-            lookup: include_str!(concat!("../../sql/", $dir, "/lookup.sql")),
-            fence: include_str!(concat!("../../sql/", $dir, "/fence.sql")),
+            lease_acquire: sql!($dir, "lease_acquire"),
+            lease_release: sql!($dir, "lease_release"),
+            insert_release: sql!($dir, "insert_release"),
+            lease_extend: sql!($dir, "lease_extend"),
+            lease_renew: sql!($dir, "lease_renew"),
+            lease_force_release: sql!($dir, "lease_force_release"),
+            sweep: sql!($dir, "sweep"),
+            list: sql!($dir, "list"),
+            lookup: sql!($dir, "lookup"),
+            fence: sql!($dir, "fence"),
         }
-    };
+    }};
 }
 pub(crate) use common_templates;
 
@@ -90,6 +95,25 @@ impl Common {
     }
 }
 
+/// What every backend has: its pool, its table, and the statements every server has,
+/// rendered for that table.
+#[derive(Debug)]
+pub(crate) struct Base<DB: sqlx::Database> {
+    pub(crate) pool: sqlx::Pool<DB>,
+    pub(crate) table: TableName,
+    pub(crate) common: Common,
+}
+
+impl<DB: sqlx::Database> Base<DB> {
+    pub(crate) fn new(pool: sqlx::Pool<DB>, target: &Target<'_>, t: &CommonTemplates) -> Self {
+        Self {
+            pool,
+            table: target.table.clone(),
+            common: Common::render(t, target),
+        }
+    }
+}
+
 /// One database server: its pool, its statements for one table, how it sorts errors,
 /// and how it runs what it runs its own way.
 pub(crate) trait Backend: Send + Sync + Sized + 'static {
@@ -99,11 +123,19 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
     /// The server family.
     const DIALECT: Dialect;
 
-    fn pool(&self) -> &sqlx::Pool<Self::Db>;
+    fn base(&self) -> &Base<Self::Db>;
 
-    fn table(&self) -> &TableName;
+    fn pool(&self) -> &sqlx::Pool<Self::Db> {
+        &self.base().pool
+    }
 
-    fn common(&self) -> &Common;
+    fn table(&self) -> &TableName {
+        &self.base().table
+    }
+
+    fn common(&self) -> &Common {
+        &self.base().common
+    }
 
     /// Sorts this server's errors: whether the caller may retry.
     fn classify(e: &sqlx::Error) -> Class;
@@ -146,7 +178,7 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
     ) -> impl Future<Output = Result<Vec<Grant>, sqlx::Error>> + Send {
         async move {
             let s = &self.common().lease_acquire;
-            Self::Db::fetch_grants(self.pool(), s, a, s.is_pinned()).await
+            grants(self.pool(), s, a, false).await
         }
     }
 
@@ -169,7 +201,7 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         async move {
             Ok(Renewal {
                 survivors: Some(
-                    Self::Db::fetch_strings(self.pool(), &self.common().lease_renew, r).await?,
+                    texts(On::Pool(self.pool(), false), &self.common().lease_renew, r).await?,
                 ),
                 statements: 1,
             })
@@ -184,14 +216,16 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
     ) -> impl Future<Output = Result<Option<bool>, sqlx::Error>> + Send {
         async move {
             let s = &self.common().lease_force_release;
-            Ok(Some(Self::Db::execute(self.pool(), s, k).await? > 0))
+            Ok(Some(
+                Self::Db::execute(On::Pool(self.pool(), false), s, k).await? > 0,
+            ))
         }
     }
 
     /// One sweep batch in one statement, where the server's DELETE can skip locked
     /// rows.
     fn sweep(&self, s: &Sweep<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send {
-        async move { Self::Db::execute(self.pool(), &self.common().sweep, s).await }
+        async move { Self::Db::execute(On::Pool(self.pool(), false), &self.common().sweep, s).await }
     }
 
     /// A statement of the common set run for its effect: whether it matched a row.
@@ -200,7 +234,7 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         s: &'a Statement<V>,
         v: &'a V::With<'a>,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a {
-        async move { Ok(Self::Db::execute(self.pool(), s, v).await? > 0) }
+        async move { Ok(Self::Db::execute(On::Pool(self.pool(), false), s, v).await? > 0) }
     }
 
     /// The pushed expiry of an extended lease, `None` when it is no longer ours.
@@ -208,16 +242,18 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         &self,
         e: &Extend<'_>,
     ) -> impl Future<Output = Result<Option<i64>, sqlx::Error>> + Send {
-        async move { Self::Db::fetch_value(self.pool(), &self.common().lease_extend, e).await }
+        async move {
+            Self::Db::value(On::Pool(self.pool(), false), &self.common().lease_extend, e).await
+        }
     }
 
     /// The listed locks, or the one on a key.
     fn list(&self, l: &Limit) -> impl Future<Output = Result<Vec<Listed>, sqlx::Error>> + Send {
-        async move { Self::Db::fetch_listed(self.pool(), &self.common().list, l).await }
+        async move { listed(self.pool(), &self.common().list, l).await }
     }
 
     fn lookup(&self, k: &Key<'_>) -> impl Future<Output = Result<Vec<Listed>, sqlx::Error>> + Send {
-        async move { Self::Db::fetch_listed(self.pool(), &self.common().lookup, k).await }
+        async move { listed(self.pool(), &self.common().lookup, k).await }
     }
 }
 
@@ -233,36 +269,17 @@ pub(crate) struct ForUpdate {
     pub(crate) check: Statement<Held<'static>>,
 }
 
-/// The templates of [`ForUpdate`] from `sql/$dir/`.
+/// The for-update statements of `sql/$dir/`, rendered for `$target`.
 macro_rules! for_update_of {
     ($dir:literal, $target:expr) => {{
+        use $crate::db::backend::sql;
         let target = $target;
         $crate::db::backend::ForUpdate {
-            lock: target.render(include_str!(concat!(
-                "../../sql/",
-                $dir,
-                "/for_update_lock.sql"
-            ))),
-            lock_nowait: target.render(include_str!(concat!(
-                "../../sql/",
-                $dir,
-                "/for_update_lock_nowait.sql"
-            ))),
-            ensure: target.render(include_str!(concat!(
-                "../../sql/",
-                $dir,
-                "/for_update_ensure.sql"
-            ))),
-            grant: target.render(include_str!(concat!(
-                "../../sql/",
-                $dir,
-                "/for_update_grant.sql"
-            ))),
-            check: target.render(include_str!(concat!(
-                "../../sql/",
-                $dir,
-                "/for_update_check.sql"
-            ))),
+            lock: target.render(sql!($dir, "for_update_lock")),
+            lock_nowait: target.render(sql!($dir, "for_update_lock_nowait")),
+            ensure: target.render(sql!($dir, "for_update_ensure")),
+            grant: target.render(sql!($dir, "for_update_grant")),
+            check: target.render(sql!($dir, "for_update_check")),
         }
     }};
 }

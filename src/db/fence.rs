@@ -16,14 +16,7 @@ use super::dialect::Dialect;
 /// Sealed: implemented by sqlock for the three connection types only.
 pub trait FenceConnection: sealed::Sealed + Send {
     #[doc(hidden)]
-    fn check<'a>(
-        &'a mut self,
-        sql: &'a str,
-        key: &'a str,
-        owner: &'a str,
-        token: i64,
-        persistent: bool,
-    ) -> Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>> + Send + 'a>>;
+    fn check<'a>(&'a mut self, query: FenceQuery<'a>) -> FenceCheck<'a>;
 
     #[doc(hidden)]
     fn dialect() -> Dialect;
@@ -34,13 +27,28 @@ pub trait FenceConnection: sealed::Sealed + Send {
     fn is_lock_wait_timeout(e: &sqlx::Error) -> bool;
 }
 
+/// The fence statement and what it binds: key, owner and token, in that order, in every
+/// dialect; unnamed (not `persistent`) behind a transaction-pooling proxy.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct FenceQuery<'a> {
+    pub(crate) sql: &'a str,
+    pub(crate) key: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) token: i64,
+    pub(crate) persistent: bool,
+}
+
+/// The check's answer to come: whether the lock is still held.
+#[doc(hidden)]
+pub type FenceCheck<'a> = Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>> + Send + 'a>>;
+
 pub(super) mod sealed {
     pub trait Sealed {}
 }
 
 /// Implements [`FenceConnection`] for a server's connection type `$conn`, with its
-/// backend `$backend`: the fence statement binds key, owner and token, in that order,
-/// in every dialect.
+/// backend `$backend`.
 macro_rules! fence_connection {
     ($conn:ty, $backend:ty) => {
         impl $crate::db::fence::sealed::Sealed for $conn {}
@@ -48,24 +56,17 @@ macro_rules! fence_connection {
         impl $crate::db::fence::FenceConnection for $conn {
             fn check<'a>(
                 &'a mut self,
-                sql: &'a str,
-                key: &'a str,
-                owner: &'a str,
-                token: i64,
-                persistent: bool,
-            ) -> std::pin::Pin<
-                Box<dyn std::future::Future<Output = Result<bool, sqlx::Error>> + Send + 'a>,
-            > {
+                q: $crate::db::fence::FenceQuery<'a>,
+            ) -> $crate::db::fence::FenceCheck<'a> {
+                type Db = <$backend as $crate::db::backend::Backend>::Db;
                 Box::pin(async move {
-                    let row = sqlx::query::<<$backend as $crate::db::backend::Backend>::Db>(
-                        sqlx::AssertSqlSafe(sql),
-                    )
-                    .bind(key)
-                    .bind(owner)
-                    .bind(token)
-                    .persistent(persistent)
-                    .fetch_optional(&mut *self)
-                    .await?;
+                    let row = sqlx::query::<Db>(sqlx::AssertSqlSafe(q.sql))
+                        .bind(q.key)
+                        .bind(q.owner)
+                        .bind(q.token)
+                        .persistent(q.persistent)
+                        .fetch_optional(&mut *self)
+                        .await?;
                     Ok(row.is_some())
                 })
             }

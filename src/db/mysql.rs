@@ -3,29 +3,34 @@
 //! matched-row counts; statements told not to wait on row locks, followed by reads
 //! that wait on nothing; Galera clusters; the event scheduler for the scheduled sweep.
 
+use std::time::Duration;
+
 use sqlx::mysql::MySqlDatabaseError;
 use sqlx::{MySql, MySqlPool, Row as _};
 use tokio::sync::OnceCell;
 
+use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error};
 use crate::support::validate::TableName;
 
-use super::backend::{common_templates, for_update_of, Backend, Common, ForUpdate, RowLocks};
+use super::backend::{common_templates, for_update_of, sql, Backend, Base, ForUpdate, RowLocks};
 use super::dialect::Dialect;
 use super::fence::fence_connection;
 use super::outcome::{Failure, Grant, Renewal};
-use super::runner::Runner;
+use super::runner::{grants, ints, texts, On, Runner};
 use super::scheduling::{SchedulerState, SchedulerStatements, Scheduling};
 use super::statement::{batch_json, Mode, Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{Acquire, Held, Key, Nothing, Renew, Schedule, Sweep};
 
+/// How often an acquisition is sent while the key's fence bucket is in use by another
+/// statement: with pauses of at most 16 ms, about a second.
+const BUCKET_TRIES: u32 = 70;
+
 /// A MariaDB database (a server on its own, or a Galera node) and one lock table in it.
 #[derive(Debug)]
 pub(crate) struct MariaDb {
-    pool: MySqlPool,
-    table: TableName,
-    common: Common,
+    base: Base<MySql>,
     for_update: ForUpdate,
     /// Whether the key has a row, read before the for-update transaction.
     for_update_probe: Statement<Key<'static>>,
@@ -57,23 +62,21 @@ impl MariaDb {
             mode,
         };
         Self {
-            pool,
-            table: table.clone(),
-            common: Common::render(&common_templates!("mysql"), &target),
+            base: Base::new(pool, &target, &common_templates!("mysql")),
             for_update: for_update_of!("mysql", &target),
-            for_update_probe: target.render(include_str!("../../sql/mysql/for_update_probe.sql")),
-            lease_held: target.render(include_str!("../../sql/mysql/lease_held.sql")),
-            lease_survivors: target.render(include_str!("../../sql/mysql/lease_survivors.sql")),
-            lease_renew_again: target.render(include_str!("../../sql/mysql/lease_renew_again.sql")),
-            sweep_claim: target.render(include_str!("../../sql/mysql/sweep_claim.sql")),
-            galera_check: target.render(include_str!("../../sql/mysql/galera_check.sql")),
+            for_update_probe: target.render(sql!("mysql", "for_update_probe")),
+            lease_held: target.render(sql!("mysql", "lease_held")),
+            lease_survivors: target.render(sql!("mysql", "lease_survivors")),
+            lease_renew_again: target.render(sql!("mysql", "lease_renew_again")),
+            sweep_claim: target.render(sql!("mysql", "sweep_claim")),
+            galera_check: target.render(sql!("mysql", "galera_check")),
             galera: OnceCell::new(),
             scheduler: SchedulerStatements {
-                check: target.render(include_str!("../../sql/mysql/sweep_scheduler.sql")),
-                schedule: target.render(include_str!("../../sql/mysql/sweep_schedule.sql")),
-                unschedule: target.render(include_str!("../../sql/mysql/sweep_unschedule.sql")),
+                check: target.render(sql!("mysql", "sweep_scheduler")),
+                schedule: target.render(sql!("mysql", "sweep_schedule")),
+                unschedule: target.render(sql!("mysql", "sweep_unschedule")),
             },
-            scheduled: target.render(include_str!("../../sql/mysql/sweep_scheduled.sql")),
+            scheduled: target.render(sql!("mysql", "sweep_scheduled")),
         }
     }
 
@@ -83,7 +86,7 @@ impl MariaDb {
     async fn galera_cluster_size(&self) -> Result<Option<i64>, sqlx::Error> {
         self.galera
             .get_or_try_init(|| async {
-                match MySql::fetch_i64s(&self.pool, &self.galera_check, &Nothing).await {
+                match ints(On::Pool(self.pool(), false), &self.galera_check, &Nothing).await {
                     Ok(sizes) => Ok(sizes.into_iter().next().filter(|&n| n > 1)),
                     // ER_UNKNOWN_SYSTEM_VARIABLE: a server without wsrep is no Galera node.
                     Err(e) if error_number(&e) == Some(1193) => Ok(None),
@@ -107,16 +110,8 @@ impl Backend for MariaDb {
 
     const DIALECT: Dialect = Dialect::MySql;
 
-    fn pool(&self) -> &MySqlPool {
-        &self.pool
-    }
-
-    fn table(&self) -> &TableName {
-        &self.table
-    }
-
-    fn common(&self) -> &Common {
-        &self.common
+    fn base(&self) -> &Base<MySql> {
+        &self.base
     }
 
     /// By error number.
@@ -144,12 +139,23 @@ impl Backend for MariaDb {
     /// explicit transaction the certification failure is the COMMIT's own error.
     async fn lease_acquire(&self, a: &Acquire<'_>) -> Result<Vec<Grant>, sqlx::Error> {
         let in_tx = self.galera_cluster_size().await?.is_some();
-        let s = &self.common.lease_acquire;
-        MySql::fetch_grants(&self.pool, s, a, in_tx || s.is_pinned()).await
+        let s = &self.common().lease_acquire;
+        // No row at all: the key's fence bucket was in use by another statement (see
+        // lease_acquire.sql), which holds it for that statement only; sent again after
+        // a pause, for about a second at most.
+        let mut backoff = Backoff::new(Duration::from_millis(1), Duration::from_millis(16));
+        for _ in 1..BUCKET_TRIES {
+            let rows = grants(self.pool(), s, a, in_tx).await?;
+            if !rows.is_empty() {
+                return Ok(rows);
+            }
+            tokio::time::sleep(backoff.next_delay()).await;
+        }
+        grants(self.pool(), s, a, in_tx).await
     }
 
     async fn still_held(&self, h: &Held<'_>) -> Result<bool, sqlx::Error> {
-        Ok(!MySql::fetch_i64s(&self.pool, &self.lease_held, h)
+        Ok(!ints(On::Pool(self.pool(), false), &self.lease_held, h)
             .await?
             .is_empty())
     }
@@ -164,18 +170,20 @@ impl Backend for MariaDb {
         r: &Renew<'_>,
         batch: &[(String, i64)],
     ) -> Result<Renewal, sqlx::Error> {
-        let matched = match MySql::execute(&self.pool, &self.common.lease_renew, r).await {
-            Ok(rows) => Some(rows),
-            Err(e) if Self::classify(&e) == Class::Contention => None,
-            Err(e) => return Err(e),
-        };
+        let matched =
+            match MySql::execute(On::Pool(self.pool(), false), &self.common().lease_renew, r).await
+            {
+                Ok(rows) => Some(rows),
+                Err(e) if Self::classify(&e) == Class::Contention => None,
+                Err(e) => return Err(e),
+            };
         if matched.is_some_and(|m| usize::try_from(m).is_ok_and(|m| m >= batch.len())) {
             return Ok(Renewal {
                 survivors: None,
                 statements: 1,
             });
         }
-        let survivors = MySql::fetch_strings(&self.pool, &self.lease_survivors, r).await?;
+        let survivors = texts(On::Pool(self.pool(), false), &self.lease_survivors, r).await?;
         if matched.is_some() {
             return Ok(Renewal {
                 survivors: Some(survivors),
@@ -192,7 +200,12 @@ impl Backend for MariaDb {
             batch: &again,
             ..*r
         };
-        let renewed = MySql::execute(&self.pool, &self.lease_renew_again, &again).await?;
+        let renewed = MySql::execute(
+            On::Pool(self.pool(), false),
+            &self.lease_renew_again,
+            &again,
+        )
+        .await?;
         if usize::try_from(renewed).is_ok_and(|m| m >= survivors.len()) {
             Ok(Renewal {
                 survivors: Some(survivors),
@@ -210,8 +223,8 @@ impl Backend for MariaDb {
     /// another transaction holds (SKIP LOCKED, which MariaDB's DELETE lacks), then
     /// delete them by key.
     async fn sweep(&self, s: &Sweep<'_>) -> Result<u64, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
-        let keys = MySql::strings_on(&mut tx, &self.sweep_claim, s).await?;
+        let mut tx = self.pool().begin().await?;
+        let keys = texts::<MySql, _>(On::Conn(&mut *tx), &self.sweep_claim, s).await?;
         if keys.is_empty() {
             tx.commit().await?;
             return Ok(0);
@@ -221,7 +234,7 @@ impl Backend for MariaDb {
             claimed: &claimed,
             ..*s
         };
-        let deleted = MySql::execute_on(&mut tx, &self.common.sweep, &claimed).await?;
+        let deleted = MySql::execute(On::Conn(&mut *tx), &self.common().sweep, &claimed).await?;
         tx.commit().await?;
         Ok(deleted)
     }
@@ -250,11 +263,11 @@ impl RowLocks for MariaDb {
     }
 
     async fn prepare(&self, k: &Key<'_>) -> Result<(), sqlx::Error> {
-        if MySql::fetch_i64s(&self.pool, &self.for_update_probe, k)
+        if ints(On::Pool(self.pool(), false), &self.for_update_probe, k)
             .await?
             .is_empty()
         {
-            MySql::execute(&self.pool, &self.for_update.ensure, k).await?;
+            MySql::execute(On::Pool(self.pool(), false), &self.for_update.ensure, k).await?;
         }
         Ok(())
     }
@@ -270,7 +283,7 @@ impl Scheduling for MariaDb {
             .scheduler
             .check
             .bind::<MySql>(&Nothing)
-            .fetch_one(&self.pool)
+            .fetch_one(self.pool())
             .await?;
         let scheduler: Option<String> = row.try_get(0)?;
         let on = scheduler.is_some_and(|v| v.eq_ignore_ascii_case("ON"));
@@ -278,7 +291,7 @@ impl Scheduling for MariaDb {
         let ready = match (on, has_procedure) {
             (true, true) => Ok(()),
             (true, false) => Err(Error::MissingSweepProcedure {
-                name: format!("{}_sweep", self.table.as_str()),
+                name: format!("{}_sweep", self.table().as_str()),
                 dialect: Self::DIALECT.name(),
             }),
             (false, _) => Err(Error::SchedulerUnavailable {
@@ -304,7 +317,7 @@ impl Scheduling for MariaDb {
         self.scheduler
             .schedule
             .bind::<MySql>(s)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         Ok(None)
     }
@@ -313,13 +326,13 @@ impl Scheduling for MariaDb {
         let row = self
             .scheduled
             .bind::<MySql>(&Nothing)
-            .fetch_one(&self.pool)
+            .fetch_one(self.pool())
             .await?;
         let existed = row.try_get::<i64, _>(0)? > 0;
         self.scheduler
             .unschedule
             .bind::<MySql>(&Nothing)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         Ok(existed)
     }

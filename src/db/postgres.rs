@@ -8,10 +8,12 @@ use sqlx::{PgPool, Postgres as Pg, Row as _};
 use crate::support::error::{Class, Error};
 use crate::support::validate::TableName;
 
-use super::backend::{common_templates, for_update_of, Backend, Common, ForUpdate, Gate, RowLocks};
+use super::backend::{
+    common_templates, for_update_of, sql, Backend, Base, ForUpdate, Gate, RowLocks,
+};
 use super::dialect::Dialect;
 use super::fence::fence_connection;
-use super::runner::Runner;
+use super::runner::{ints, On, Runner};
 use super::scheduling::{SchedulerState, SchedulerStatements, Scheduling};
 use super::statement::{Mode, Statement, Target};
 use super::transaction::DbTransaction;
@@ -20,9 +22,7 @@ use super::values::{Bound, Key, Nothing, Schedule};
 /// A PostgreSQL database and one lock table in it.
 #[derive(Debug)]
 pub(crate) struct Postgres {
-    pool: PgPool,
-    table: TableName,
-    common: Common,
+    base: Base<Pg>,
     for_update: ForUpdate,
     /// The for-update transaction's `lock_timeout` and the key's gate, waiting for the
     /// gate and not.
@@ -41,24 +41,19 @@ impl Postgres {
         let mut templates = common_templates!("postgres");
         // With notifications on, the releases that free a key announce it.
         if mode.notify {
-            templates.lease_release = include_str!("../../sql/postgres/lease_release_notify.sql");
-            templates.insert_release = include_str!("../../sql/postgres/insert_release_notify.sql");
-            templates.lease_force_release =
-                include_str!("../../sql/postgres/lease_force_release_notify.sql");
+            templates.lease_release = sql!("postgres", "lease_release_notify");
+            templates.insert_release = sql!("postgres", "insert_release_notify");
+            templates.lease_force_release = sql!("postgres", "lease_force_release_notify");
         }
         Self {
-            pool,
-            table: table.clone(),
-            common: Common::render(&templates, &target),
+            base: Base::new(pool, &target, &templates),
             for_update: for_update_of!("postgres", &target),
-            begin: target.render(include_str!("../../sql/postgres/for_update_begin.sql")),
-            begin_nowait: target.render(include_str!(
-                "../../sql/postgres/for_update_begin_nowait.sql"
-            )),
+            begin: target.render(sql!("postgres", "for_update_begin")),
+            begin_nowait: target.render(sql!("postgres", "for_update_begin_nowait")),
             scheduler: SchedulerStatements {
-                check: target.render(include_str!("../../sql/postgres/sweep_scheduler.sql")),
-                schedule: target.render(include_str!("../../sql/postgres/sweep_schedule.sql")),
-                unschedule: target.render(include_str!("../../sql/postgres/sweep_unschedule.sql")),
+                check: target.render(sql!("postgres", "sweep_scheduler")),
+                schedule: target.render(sql!("postgres", "sweep_schedule")),
+                unschedule: target.render(sql!("postgres", "sweep_unschedule")),
             },
         }
     }
@@ -69,16 +64,8 @@ impl Backend for Postgres {
 
     const DIALECT: Dialect = Dialect::Postgres;
 
-    fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    fn table(&self) -> &TableName {
-        &self.table
-    }
-
-    fn common(&self) -> &Common {
-        &self.common
+    fn base(&self) -> &Base<Pg> {
+        &self.base
     }
 
     /// By SQLSTATE.
@@ -102,7 +89,12 @@ impl Backend for Postgres {
     /// `None` when the key's gate or row was taken (a for-update holder, an
     /// acquisition under way, a fenced transaction).
     async fn force_release(&self, k: &Key<'_>) -> Result<Option<bool>, sqlx::Error> {
-        let rows = Pg::fetch_i64s(&self.pool, &self.common.lease_force_release, k).await?;
+        let rows = ints(
+            On::Pool(self.pool(), false),
+            &self.common().lease_force_release,
+            k,
+        )
+        .await?;
         Ok(match rows.first() {
             None => Some(false),
             Some(1) => Some(true),
@@ -127,7 +119,9 @@ impl RowLocks for Postgres {
         } else {
             &self.begin
         };
-        let (before, open) = Pg::text_and_flag_on(conn, begin, b).await?;
+        let rows = Pg::rows(On::Conn(conn), begin, b).await?;
+        let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
+        let (before, open) = (Pg::text(row, 0)?, Pg::flag(row, 1)?);
         Ok(if open {
             Gate::Open(Some(before))
         } else {
@@ -142,7 +136,7 @@ impl RowLocks for Postgres {
 
 impl Scheduling for Postgres {
     async fn scheduler(&self) -> Result<SchedulerState, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         let row = self
             .scheduler
             .check
@@ -160,7 +154,7 @@ impl Scheduling for Postgres {
         };
         let ready = match (&version, cron_database) {
             (Some(_), _) if !has_procedure => Err(Error::MissingSweepProcedure {
-                name: format!("{}_sweep", self.table.as_str()),
+                name: format!("{}_sweep", self.table().as_str()),
                 dialect: Self::DIALECT.name(),
             }),
             (Some(_), _) => Ok(()),
@@ -204,7 +198,7 @@ impl Scheduling for Postgres {
     }
 
     async fn schedule(&self, s: &Schedule<'_>) -> Result<Option<i64>, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         let row = self
             .scheduler
             .schedule
@@ -216,7 +210,7 @@ impl Scheduling for Postgres {
     }
 
     async fn unschedule(&self) -> Result<bool, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool().begin().await?;
         let removed = self
             .scheduler
             .unschedule

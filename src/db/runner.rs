@@ -1,11 +1,13 @@
 //! Running rendered statements: one trait, [`Runner`], implemented for each sqlx
 //! database sqlock supports, so that the code above names one bound instead of the
-//! many sqlx's generic executors need.
+//! many sqlx's generic executors need, and the readers of its results ([`grants`],
+//! [`ints`], ...) written once over it.
 //!
 //! The implementations are stamped out by a macro with the concrete database type, so
-//! sqlx's bounds are met there once. Statements run on a pool, each on a pooled
+//! sqlx's bounds are met there once. Statements run [`On`] a pool, each on a pooled
 //! connection (in a transaction of its own when the statement is pinned for a
-//! transaction-pooling proxy), or on a connection whose transaction the caller holds.
+//! transaction-pooling proxy, or asked to), or on a connection whose transaction the
+//! caller holds.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,9 +16,8 @@ use std::sync::Arc;
 
 use sqlx::Row as _;
 
-use super::statement::{Statement, Values};
-
 use super::outcome::{Grant, Listed};
+use super::statement::{Statement, Values};
 
 tokio::task_local! {
     /// For the statements of one acquisition attempt: set once one of them has a
@@ -39,134 +40,160 @@ pub(crate) fn checked_out() {
 /// A boxed, `Send` future of a statement's outcome.
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 'a>>;
 
-/// A sqlx database sqlock runs its statements on.
-pub(crate) trait Runner: sqlx::Database {
-    /// Runs `s` on a pooled connection for its effect: the rows it matched (sqlx
-    /// connects to MariaDB with CLIENT_FOUND_ROWS, so a matched row that a statement
-    /// left unchanged counts too).
-    fn execute<'a, V: Values>(
-        pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-    ) -> Fut<'a, u64>;
-
-    /// Runs an acquisition, whose rows are grants (owner, token, expiry, holds), in an
-    /// explicit transaction when `in_tx`. Reads to the end of the response, not just to
-    /// the first row: an autocommit statement's COMMIT may still fail after its rows
-    /// were sent (a Galera certification failure, a serialization failure), and a
-    /// grant whose commit failed is no grant.
-    fn fetch_grants<'a, V: Values>(
-        pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-        in_tx: bool,
-    ) -> Fut<'a, Vec<Grant>>;
-
-    /// The first column of every row `s` returns, as integers.
-    fn fetch_i64s<'a, V: Values>(
-        pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-    ) -> Fut<'a, Vec<i64>>;
-
-    /// The first column of every row `s` returns, as text.
-    fn fetch_strings<'a, V: Values>(
-        pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-    ) -> Fut<'a, Vec<String>>;
-
-    /// The rows of `list.sql`.
-    fn fetch_listed<'a, V: Values>(
-        pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-    ) -> Fut<'a, Vec<Listed>>;
-
-    /// The one value a statement hands back: the first column of its first row where
-    /// the dialect has `RETURNING`, `LAST_INSERT_ID(expr)` on MariaDB; `None` when it
-    /// matched no row.
-    fn fetch_value<'a, V: Values>(
-        pool: &'a sqlx::Pool<Self>,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-    ) -> Fut<'a, Option<i64>>;
-
-    /// Runs `s` on `conn` (inside the caller's transaction) for its effect: the rows it
-    /// matched.
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    fn execute_on<'a, V: Values>(
-        conn: &'a mut Self::Connection,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-    ) -> Fut<'a, u64>;
-
-    /// Whether `s` returns a row on `conn`.
-    fn exists_on<'a, V: Values>(
-        conn: &'a mut Self::Connection,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-    ) -> Fut<'a, bool>;
-
-    /// The first column of every row `s` returns on `conn`, as text.
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    fn strings_on<'a, V: Values>(
-        conn: &'a mut Self::Connection,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-    ) -> Fut<'a, Vec<String>>;
-
-    /// The first row of `s` on `conn` as a text and a boolean column.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    fn text_and_flag_on<'a, V: Values>(
-        conn: &'a mut Self::Connection,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-    ) -> Fut<'a, (String, bool)>;
-
-    /// [`fetch_value`](Self::fetch_value) on `conn`.
-    fn value_on<'a, V: Values>(
-        conn: &'a mut Self::Connection,
-        s: &'a Statement<V>,
-        a: &'a V::With<'a>,
-    ) -> Fut<'a, Option<i64>>;
+/// Where a statement runs.
+#[derive(Debug)]
+pub(crate) enum On<'a, DB: sqlx::Database> {
+    /// On a pooled connection; in an explicit transaction of its own when `true`
+    /// (besides a pinned statement, which always is).
+    Pool(&'a sqlx::Pool<DB>, bool),
+    /// On a connection, inside the caller's transaction.
+    Conn(&'a mut DB::Connection),
 }
 
-/// Runs `$run` (a query on the executor `$ex`) on `$pool`. A pinned statement runs in
-/// a transaction of its own: behind a transaction-pooling proxy such as PgBouncer, only
-/// an open transaction keeps sqlx's separate parse and execute round trips on one
-/// server connection.
-macro_rules! on_pool {
-    ($pool:expr, $in_tx:expr, |$ex:ident| $run:expr) => {{
-        if $in_tx {
-            let mut tx = $pool.begin().await?;
-            checked_out();
-            let outcome = {
-                let $ex = &mut *tx;
+/// A sqlx database sqlock runs its statements on.
+pub(crate) trait Runner: sqlx::Database {
+    /// Every row `s` returns, read to the end of the response: an autocommit
+    /// statement's COMMIT may still fail after its rows were sent (a Galera
+    /// certification failure, a serialization failure), and what it answered then
+    /// stands for nothing.
+    fn rows<'a, V: Values>(
+        on: On<'a, Self>,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
+    ) -> Fut<'a, Vec<Self::Row>>;
+
+    /// Runs `s` for its effect: the rows it matched (sqlx connects to MariaDB with
+    /// CLIENT_FOUND_ROWS, so a matched row that a statement left unchanged counts too).
+    fn execute<'a, V: Values>(
+        on: On<'a, Self>,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
+    ) -> Fut<'a, u64>;
+
+    /// The one value a statement hands back: the first column of its first row where
+    /// the server has `RETURNING`, `LAST_INSERT_ID(expr)` on MariaDB; `None` when it
+    /// matched no row.
+    fn value<'a, V: Values>(
+        on: On<'a, Self>,
+        s: &'a Statement<V>,
+        a: &'a V::With<'a>,
+    ) -> Fut<'a, Option<i64>>;
+
+    /// Column `i` of `row` as a 64-bit integer, a 32-bit one, text, or a flag.
+    fn int(row: &Self::Row, i: usize) -> Result<i64, sqlx::Error>;
+    fn int32(row: &Self::Row, i: usize) -> Result<i32, sqlx::Error>;
+    fn text(row: &Self::Row, i: usize) -> Result<String, sqlx::Error>;
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    fn flag(row: &Self::Row, i: usize) -> Result<bool, sqlx::Error>;
+}
+
+/// The grants of an acquisition (owner, token, expiry, holds, strategy), run in an
+/// explicit transaction when `in_tx`.
+pub(crate) async fn grants<'a, DB: Runner, V: Values>(
+    pool: &'a sqlx::Pool<DB>,
+    s: &'a Statement<V>,
+    a: &'a V::With<'a>,
+    in_tx: bool,
+) -> Result<Vec<Grant>, sqlx::Error> {
+    let rows = DB::rows(On::Pool(pool, in_tx), s, a).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Grant {
+                owner: DB::text(r, 0)?,
+                token: DB::int(r, 1)?,
+                expires_us: DB::int(r, 2)?,
+                hold_count: DB::int32(r, 3)?,
+                strategy: DB::text(r, 4)?,
+            })
+        })
+        .collect()
+}
+
+/// The rows of `list.sql` and `lookup.sql`.
+pub(crate) async fn listed<'a, DB: Runner, V: Values>(
+    pool: &'a sqlx::Pool<DB>,
+    s: &'a Statement<V>,
+    a: &'a V::With<'a>,
+) -> Result<Vec<Listed>, sqlx::Error> {
+    let rows = DB::rows(On::Pool(pool, false), s, a).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Listed {
+                key: DB::text(r, 0)?,
+                strategy: DB::text(r, 1)?,
+                owner: DB::text(r, 2)?,
+                token: DB::int(r, 3)?,
+                hold_count: DB::int32(r, 4)?,
+                acquired_us: DB::int(r, 5)?,
+                expires_us: DB::int(r, 6)?,
+                now_us: DB::int(r, 7)?,
+            })
+        })
+        .collect()
+}
+
+/// The first column of every row `s` returns, as integers.
+pub(crate) async fn ints<'a, DB: Runner, V: Values>(
+    on: On<'a, DB>,
+    s: &'a Statement<V>,
+    a: &'a V::With<'a>,
+) -> Result<Vec<i64>, sqlx::Error> {
+    let rows = DB::rows(on, s, a).await?;
+    rows.iter().map(|r| DB::int(r, 0)).collect()
+}
+
+/// The first column of every row `s` returns, as text.
+pub(crate) async fn texts<'a, DB: Runner, V: Values>(
+    on: On<'a, DB>,
+    s: &'a Statement<V>,
+    a: &'a V::With<'a>,
+) -> Result<Vec<String>, sqlx::Error> {
+    let rows = DB::rows(on, s, a).await?;
+    rows.iter().map(|r| DB::text(r, 0)).collect()
+}
+
+/// Runs `$run` (a query on the executor `$ex`) where `$on` says. On a pool, a pinned
+/// statement runs in a transaction of its own: behind a transaction-pooling proxy
+/// such as PgBouncer, only an open transaction keeps sqlx's separate parse and execute
+/// round trips on one server connection.
+macro_rules! on {
+    ($on:expr, $s:expr, |$ex:ident| $run:expr) => {{
+        match $on {
+            On::Conn(conn) => {
+                let $ex = conn;
                 $run.await
-            };
-            match outcome {
-                Ok(out) => {
-                    tx.commit().await?;
-                    Ok(out)
-                }
-                Err(e) => {
-                    // The statement's error is the one to report; a connection that
-                    // cannot roll back is closed by the pool.
-                    let _ = tx.rollback().await;
-                    Err(e)
+            }
+            On::Pool(pool, in_tx) if in_tx || $s.is_pinned() => {
+                let mut tx = pool.begin().await?;
+                checked_out();
+                let outcome = {
+                    let $ex = &mut *tx;
+                    $run.await
+                };
+                match outcome {
+                    Ok(out) => {
+                        tx.commit().await?;
+                        Ok(out)
+                    }
+                    Err(e) => {
+                        // The statement's error is the one to report; a connection
+                        // that cannot roll back is closed by the pool.
+                        let _ = tx.rollback().await;
+                        Err(e)
+                    }
                 }
             }
-        } else {
-            let mut conn = $pool.acquire().await?;
-            checked_out();
-            let $ex = &mut *conn;
-            $run.await
+            On::Pool(pool, _) => {
+                let mut conn = pool.acquire().await?;
+                checked_out();
+                let $ex = &mut *conn;
+                $run.await
+            }
         }
     }};
 }
 
-/// The value a statement hands back on executor `$ex`, by dialect.
+/// The value a statement hands back on executor `$ex`, by server.
 macro_rules! value {
     (last_insert_id, $db:ty, $s:expr, $a:expr, $ex:expr) => {{
         let r = $s.bind::<$db>($a).execute($ex).await?;
@@ -186,144 +213,48 @@ macro_rules! value {
 macro_rules! runner {
     ($db:ty, $values:ident) => {
         impl Runner for $db {
+            fn rows<'a, V: Values>(
+                on: On<'a, Self>,
+                s: &'a Statement<V>,
+                a: &'a V::With<'a>,
+            ) -> Fut<'a, Vec<Self::Row>> {
+                Box::pin(async move { on!(on, s, |ex| s.bind::<$db>(a).fetch_all(ex)) })
+            }
+
             fn execute<'a, V: Values>(
-                pool: &'a sqlx::Pool<Self>,
+                on: On<'a, Self>,
                 s: &'a Statement<V>,
                 a: &'a V::With<'a>,
             ) -> Fut<'a, u64> {
                 Box::pin(async move {
-                    on_pool!(pool, s.is_pinned(), |ex| async {
+                    on!(on, s, |ex| async {
                         Ok(s.bind::<$db>(a).execute(ex).await?.rows_affected())
                     })
                 })
             }
 
-            fn fetch_grants<'a, V: Values>(
-                pool: &'a sqlx::Pool<Self>,
-                s: &'a Statement<V>,
-                a: &'a V::With<'a>,
-                in_tx: bool,
-            ) -> Fut<'a, Vec<Grant>> {
-                Box::pin(async move {
-                    let rows = on_pool!(pool, in_tx || s.is_pinned(), |ex| s
-                        .bind::<$db>(a)
-                        .fetch_all(ex))?;
-                    rows.iter()
-                        .map(|r| {
-                            Ok(Grant {
-                                owner: r.try_get(0)?,
-                                token: r.try_get(1)?,
-                                expires_us: r.try_get(2)?,
-                                hold_count: r.try_get(3)?,
-                                strategy: r.try_get(4)?,
-                            })
-                        })
-                        .collect()
-                })
-            }
-
-            fn fetch_i64s<'a, V: Values>(
-                pool: &'a sqlx::Pool<Self>,
-                s: &'a Statement<V>,
-                a: &'a V::With<'a>,
-            ) -> Fut<'a, Vec<i64>> {
-                Box::pin(async move {
-                    let rows = on_pool!(pool, s.is_pinned(), |ex| s.bind::<$db>(a).fetch_all(ex))?;
-                    rows.iter().map(|r| r.try_get(0)).collect()
-                })
-            }
-
-            fn fetch_strings<'a, V: Values>(
-                pool: &'a sqlx::Pool<Self>,
-                s: &'a Statement<V>,
-                a: &'a V::With<'a>,
-            ) -> Fut<'a, Vec<String>> {
-                Box::pin(async move {
-                    let rows = on_pool!(pool, s.is_pinned(), |ex| s.bind::<$db>(a).fetch_all(ex))?;
-                    rows.iter().map(|r| r.try_get(0)).collect()
-                })
-            }
-
-            fn fetch_listed<'a, V: Values>(
-                pool: &'a sqlx::Pool<Self>,
-                s: &'a Statement<V>,
-                a: &'a V::With<'a>,
-            ) -> Fut<'a, Vec<Listed>> {
-                Box::pin(async move {
-                    let rows = on_pool!(pool, s.is_pinned(), |ex| s.bind::<$db>(a).fetch_all(ex))?;
-                    rows.iter()
-                        .map(|r| {
-                            Ok(Listed {
-                                key: r.try_get(0)?,
-                                strategy: r.try_get(1)?,
-                                owner: r.try_get(2)?,
-                                token: r.try_get(3)?,
-                                hold_count: r.try_get(4)?,
-                                acquired_us: r.try_get(5)?,
-                                expires_us: r.try_get(6)?,
-                                now_us: r.try_get(7)?,
-                            })
-                        })
-                        .collect()
-                })
-            }
-
-            fn fetch_value<'a, V: Values>(
-                pool: &'a sqlx::Pool<Self>,
+            fn value<'a, V: Values>(
+                on: On<'a, Self>,
                 s: &'a Statement<V>,
                 a: &'a V::With<'a>,
             ) -> Fut<'a, Option<i64>> {
-                Box::pin(async move {
-                    on_pool!(pool, s.is_pinned(), |ex| async {
-                        value!($values, $db, s, a, ex)
-                    })
-                })
+                Box::pin(async move { on!(on, s, |ex| async { value!($values, $db, s, a, ex) }) })
             }
 
-            fn execute_on<'a, V: Values>(
-                conn: &'a mut Self::Connection,
-                s: &'a Statement<V>,
-                a: &'a V::With<'a>,
-            ) -> Fut<'a, u64> {
-                Box::pin(async move { Ok(s.bind::<$db>(a).execute(conn).await?.rows_affected()) })
+            fn int(row: &Self::Row, i: usize) -> Result<i64, sqlx::Error> {
+                row.try_get(i)
             }
 
-            fn exists_on<'a, V: Values>(
-                conn: &'a mut Self::Connection,
-                s: &'a Statement<V>,
-                a: &'a V::With<'a>,
-            ) -> Fut<'a, bool> {
-                Box::pin(async move { Ok(s.bind::<$db>(a).fetch_optional(conn).await?.is_some()) })
+            fn int32(row: &Self::Row, i: usize) -> Result<i32, sqlx::Error> {
+                row.try_get(i)
             }
 
-            fn strings_on<'a, V: Values>(
-                conn: &'a mut Self::Connection,
-                s: &'a Statement<V>,
-                a: &'a V::With<'a>,
-            ) -> Fut<'a, Vec<String>> {
-                Box::pin(async move {
-                    let rows = s.bind::<$db>(a).fetch_all(conn).await?;
-                    rows.iter().map(|r| r.try_get(0)).collect()
-                })
+            fn text(row: &Self::Row, i: usize) -> Result<String, sqlx::Error> {
+                row.try_get(i)
             }
 
-            fn text_and_flag_on<'a, V: Values>(
-                conn: &'a mut Self::Connection,
-                s: &'a Statement<V>,
-                a: &'a V::With<'a>,
-            ) -> Fut<'a, (String, bool)> {
-                Box::pin(async move {
-                    let row = s.bind::<$db>(a).fetch_one(conn).await?;
-                    Ok((row.try_get(0)?, row.try_get(1)?))
-                })
-            }
-
-            fn value_on<'a, V: Values>(
-                conn: &'a mut Self::Connection,
-                s: &'a Statement<V>,
-                a: &'a V::With<'a>,
-            ) -> Fut<'a, Option<i64>> {
-                Box::pin(async move { value!($values, $db, s, a, conn) })
+            fn flag(row: &Self::Row, i: usize) -> Result<bool, sqlx::Error> {
+                row.try_get(i)
             }
         }
     };

@@ -10,7 +10,7 @@ use sqlx::SqlitePool;
 use crate::support::error::Class;
 use crate::support::validate::TableName;
 
-use super::backend::{common_templates, Backend, Common};
+use super::backend::{common_templates, Backend, Base};
 use super::dialect::Dialect;
 use super::fence::fence_connection;
 use super::statement::{Mode, Target};
@@ -18,9 +18,7 @@ use super::statement::{Mode, Target};
 /// A SQLite database file and one lock table in it.
 #[derive(Debug)]
 pub(crate) struct Sqlite {
-    pool: SqlitePool,
-    table: TableName,
-    common: Common,
+    base: Base<sqlx::Sqlite>,
 }
 
 impl Sqlite {
@@ -31,9 +29,7 @@ impl Sqlite {
             mode,
         };
         Self {
-            pool,
-            table: table.clone(),
-            common: Common::render(&common_templates!("sqlite"), &target),
+            base: Base::new(pool, &target, &common_templates!("sqlite")),
         }
     }
 }
@@ -43,16 +39,8 @@ impl Backend for Sqlite {
 
     const DIALECT: Dialect = Dialect::Sqlite;
 
-    fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    fn table(&self) -> &TableName {
-        &self.table
-    }
-
-    fn common(&self) -> &Common {
-        &self.common
+    fn base(&self) -> &Base<sqlx::Sqlite> {
+        &self.base
     }
 
     /// By primary result code.

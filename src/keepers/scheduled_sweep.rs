@@ -19,7 +19,8 @@ pub const SCHEDULED_SWEEP_BATCHES: u32 = 100;
 /// The longest interval a scheduled sweep may have: one day.
 pub const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// A sweep scheduled inside the database by [`Locker::schedule_sweep`].
+/// A sweep scheduled inside the database by
+/// [`Locker::schedule_sweep`](crate::Locker::schedule_sweep).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ScheduledSweep {

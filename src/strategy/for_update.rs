@@ -23,7 +23,7 @@
 use std::time::Duration;
 
 use crate::db::backend::{Backend, Gate, RowLocks};
-use crate::db::runner::Runner;
+use crate::db::runner::{On, Runner};
 use crate::db::values::{Bound, Key, RowGrant};
 use crate::db::{checked_out, Dialect, Failure, OnRowLocks};
 use crate::support::error::{Class, Error};
@@ -126,7 +126,7 @@ async fn take<B: RowLocks>(b: &B, t: &Take<'_>) -> Result<Taken<B>, sqlx::Error>
         // transaction (which so never waits on, or holds, a fresh insert), and lock it
         // in a new transaction.
         tx.rollback().await?;
-        B::Db::execute(b.pool(), &b.for_update().ensure, &key).await?;
+        B::Db::execute(On::Pool(b.pool(), false), &b.for_update().ensure, &key).await?;
         tx = b.pool().begin().await?;
         locked = lock_row(b, &mut tx, t).await?;
     }
@@ -140,7 +140,7 @@ async fn take<B: RowLocks>(b: &B, t: &Take<'_>) -> Result<Taken<B>, sqlx::Error>
         owner: t.owner,
         setting: saved.as_deref().unwrap_or_default(),
     };
-    match B::Db::value_on(&mut tx, &b.for_update().grant, &grant).await? {
+    match B::Db::value(On::Conn(&mut *tx), &b.for_update().grant, &grant).await? {
         Some(token) => Ok(Taken::Granted(tx, token)),
         None => {
             tx.rollback().await?;
@@ -183,9 +183,14 @@ async fn lock_row<B: RowLocks>(
     } else {
         &f.lock_nowait
     };
-    Ok(if B::Db::exists_on(conn, lock, &Key(t.key)).await? {
-        LockRow::Locked(saved)
-    } else {
-        LockRow::NoRow
-    })
+    Ok(
+        if !B::Db::rows(On::Conn(conn), lock, &Key(t.key))
+            .await?
+            .is_empty()
+        {
+            LockRow::Locked(saved)
+        } else {
+            LockRow::NoRow
+        },
+    )
 }
