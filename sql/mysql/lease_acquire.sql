@@ -17,8 +17,13 @@
 -- order; GREATEST() keeps them rising even past a token the sequence never issued.
 -- No wait on a row lock: a for-update holder keeps the key's row locked for its whole
 -- transaction, and a lease or insert attempt must see that as held at once. With a
--- lock wait timeout of zero, a locked row (or fence bucket) fails the statement with
+-- lock wait timeout of zero, a locked row fails the statement with
 -- ER_LOCK_WAIT_TIMEOUT at once, which counts as contention: tried again, then busy.
+-- The fence bucket is shared with other keys (1024 buckets) and held only for the
+-- length of one statement: a bucket another acquisition holds is skipped (SKIP
+-- LOCKED), which leaves nothing to insert or update and answers no row at all (a
+-- held key answers its row), and the caller sends the statement again after a pause.
+-- Never "busy" for a free key whose bucket was in use.
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 INSERT INTO `{table}`
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
@@ -30,7 +35,7 @@ SELECT :key, :owner, :strategy, TRUE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), :ttl_u
        1, NEXTVAL(`{table}_fence_seq`)
 FROM `{table}_fence`
 WHERE bucket = CRC32(:key) % 1024
-FOR UPDATE
+FOR UPDATE SKIP LOCKED
 ON DUPLICATE KEY UPDATE
     fencing_token = IF(NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),

@@ -156,14 +156,29 @@ impl DbPool {
         // transaction the certification failure is the COMMIT's own error instead.
         let in_tx =
             s.lease_acquire.is_pinned() || self.galera_cluster_size(s, galera).await?.is_some();
-        let grants = dispatch!(self, |pool, m| Runner::fetch_grants(
-            pool,
-            &s.lease_acquire,
-            a,
-            in_tx
-        )
-        .await
-        .map_err(|e| s.error(m::classify(&e), e))?);
+        // MariaDB answers no row at all when the key's fence bucket was in use by
+        // another statement (see lease_acquire.sql): sent again after a pause, for a
+        // second at most, as the bucket is held for one statement only.
+        let mut backoff = crate::backoff::Backoff::new(
+            std::time::Duration::from_millis(1),
+            std::time::Duration::from_millis(16),
+        );
+        let mut tries = 0;
+        let grants = loop {
+            let grants = dispatch!(self, |pool, m| Runner::fetch_grants(
+                pool,
+                &s.lease_acquire,
+                a,
+                in_tx
+            )
+            .await
+            .map_err(|e| s.error(m::classify(&e), e))?);
+            tries += 1;
+            if !grants.is_empty() || self.dialect() != Dialect::MySql || tries >= BUCKET_TRIES {
+                break grants;
+            }
+            tokio::time::sleep(backoff.next_delay()).await;
+        };
         let Some(grant) = grants.into_iter().next() else {
             return Ok(None);
         };
@@ -331,6 +346,10 @@ impl DbPool {
         }
     }
 }
+
+/// How often MariaDB's acquisition is sent while the key's fence bucket is in use by
+/// another statement: with pauses of at most 16 ms, about a second.
+const BUCKET_TRIES: u32 = 70;
 
 /// The outcome of a handle's check for a Galera cluster: the cluster's size, or `None`
 /// for a server on its own. Made once, before the handle's first acquisition.
