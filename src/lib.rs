@@ -89,6 +89,7 @@ mod backoff;
 mod error;
 mod fence;
 mod lost;
+mod rendered;
 mod retry;
 mod sql;
 mod validate;
@@ -114,6 +115,15 @@ pub use validate::{
     TableName, DEFAULT_TABLE, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
 };
 pub use watchdog::WatchdogStats;
+
+/// Not part of the public API: hidden, unstable, free to change in any release.
+///
+/// What the project's own benchmark needs to send the library's statements raw, as a
+/// handle renders them.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::rendered::{statement, RenderedStatement};
+}
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(all(doctest, feature = "postgres", feature = "mysql", feature = "sqlite"))]

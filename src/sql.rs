@@ -188,7 +188,6 @@ impl Statement {
     }
 
     /// The values it takes, in binding order.
-    #[cfg(test)]
     pub(crate) fn params(&self) -> &[Param] {
         &self.params
     }
