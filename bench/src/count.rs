@@ -20,7 +20,7 @@ use tracing::{Event, Metadata, Subscriber};
 const TARGET: &str = "sqlx::query";
 
 /// The kinds of statement told apart, by first word.
-pub(crate) const KINDS: [&str; 7] = [
+const KINDS: [&str; 7] = [
     "insert", "update", "delete", "select", "begin", "commit", "other",
 ];
 
@@ -69,6 +69,14 @@ impl Snapshot {
             return 0.0;
         }
         self.micros[i] as f64 / self.by_kind[i] as f64
+    }
+
+    /// Adds the counts of `other`, as when the rounds of one measurement are summed.
+    pub(crate) fn add(&mut self, other: &Snapshot) {
+        for i in 0..KINDS.len() {
+            self.by_kind[i] += other.by_kind[i];
+            self.micros[i] += other.micros[i];
+        }
     }
 
     /// What was counted between `earlier` and this snapshot.

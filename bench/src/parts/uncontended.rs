@@ -1,4 +1,5 @@
-//! The parts of a run, each measuring the library beside its baselines.
+//! Uncontended: workers cycling on keys of their own, the library beside its
+//! baselines, and the statements one acquisition and one release send.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,273 +8,35 @@ use std::time::{Duration, Instant};
 use sqlock::{DbPool, Dialect, Locker, Strategy, TableName};
 use tokio::task::JoinSet;
 
-use super::count::{self, Snapshot};
-use super::raw::{self, RawStatements, Values};
-use super::stats::Samples;
-use super::{db_failure, KEY_PREFIX};
 use crate::args::BenchArgs;
-use crate::Failure;
-
-/// The TTL of every lease the benchmark takes: long enough never to lapse in a run.
-pub(crate) const TTL: Duration = Duration::from_secs(30);
+use crate::baseline::native;
+use crate::baseline::raw;
+#[cfg(feature = "redis-baseline")]
+use crate::baseline::redis_lock::RedisWorker;
+use crate::baseline::statements::{RawStatements, Values};
+use crate::count::{self, Snapshot};
+use crate::failure::{db_failure, Failure};
+use crate::figures::{Measured, RoundTrips, Variant};
+use crate::progress::Progress;
+use crate::stats::Samples;
+use crate::table::{KEY_PREFIX, TTL};
 
 /// How many round-trip samples are taken per strategy.
 const ROUND_TRIP_SAMPLES: u32 = 20;
 
-/// What is measured: the library with a strategy, the same statements sent raw, the
-/// server's native lock, or Redis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Variant {
-    Library(Strategy),
-    Raw(Strategy),
-    Native,
-    Redis,
-}
-
-impl Variant {
-    /// `library`, `raw`, `native` or `redis`.
-    pub(crate) fn kind(self) -> &'static str {
-        match self {
-            Self::Library(_) => "library",
-            Self::Raw(_) => "raw",
-            Self::Native => "native",
-            Self::Redis => "redis",
-        }
-    }
-
-    /// The strategy's name, or what the baseline uses.
-    pub(crate) fn strategy(self) -> &'static str {
-        match self {
-            Self::Library(s) | Self::Raw(s) => s.name(),
-            Self::Native => "advisory",
-            Self::Redis => "set-nx-px",
-        }
-    }
-
-    /// How the chart and the tables name it.
-    pub(crate) fn label(self) -> String {
-        match self {
-            Self::Library(s) | Self::Raw(s) => format!("{} {}", s.name(), self.kind()),
-            Self::Native => "native lock".into(),
-            Self::Redis => "redis".into(),
-        }
-    }
-}
-
-/// One uncontended measurement, summed over its rounds.
-#[derive(Debug, Clone)]
-pub(crate) struct Measured {
-    pub(crate) variant: Variant,
-    pub(crate) workers: usize,
-    pub(crate) ops: u64,
-    pub(crate) busy: u64,
-    pub(crate) secs: f64,
-    pub(crate) latency: Samples,
-    pub(crate) stmts: Snapshot,
-}
-
-impl Measured {
-    pub(crate) fn per_sec(&self) -> f64 {
-        if self.secs > 0.0 {
-            self.ops as f64 / self.secs
-        } else {
-            0.0
-        }
-    }
-}
-
-/// Statements one acquisition and one release send, by the library's count.
-#[derive(Debug, Clone)]
-pub(crate) struct RoundTrips {
-    pub(crate) strategy: Strategy,
-    pub(crate) acquire: f64,
-    pub(crate) release: f64,
-}
-
-/// How contended waiters wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Waiting {
-    /// The library, polling at `--poll`.
-    Poll,
-    /// The library, polling at `--poll` and woken by the release (PostgreSQL).
-    Notify,
-    /// The library's for-update strategy, whose waiters wait in the database.
-    InDatabase,
-    /// The server's native lock, blocking in the server.
-    NativeBlocking,
-}
-
-impl Waiting {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Poll => "library, polling",
-            Self::Notify => "library, notify",
-            Self::InDatabase => "library, in database",
-            Self::NativeBlocking => "native, blocking",
-        }
-    }
-}
-
-/// One contended measurement, summed over its rounds.
-#[derive(Debug, Clone)]
-pub(crate) struct Contended {
-    pub(crate) waiting: Waiting,
-    pub(crate) strategy: &'static str,
-    pub(crate) workers: usize,
-    pub(crate) grants: u64,
-    pub(crate) secs: f64,
-    pub(crate) handoff: Samples,
-    pub(crate) stmts: Snapshot,
-    /// Seconds the workers spent waiting for the lock, summed.
-    pub(crate) wait_secs: f64,
-}
-
-impl Contended {
-    /// Statements a waiting worker sends per second of waiting: everything sent but
-    /// the releases (one statement each), over the time spent waiting.
-    pub(crate) fn waiter_rate(&self) -> f64 {
-        let sent = self.stmts.total().saturating_sub(self.grants);
-        if self.wait_secs > 0.0 {
-            sent as f64 / self.wait_secs
-        } else {
-            0.0
-        }
-    }
-}
-
-/// The watchdog part's counts.
-#[derive(Debug, Clone)]
-pub(crate) struct WatchdogRun {
-    pub(crate) leases: u64,
-    pub(crate) ticks: u64,
-    pub(crate) statements: u64,
-    pub(crate) renewed: u64,
-    pub(crate) failed_ticks: u64,
-    /// Statements sqlx saw in the window, whoever sent them.
-    pub(crate) client_statements: u64,
-    /// The mean time of one renewal statement, in microseconds.
-    pub(crate) renew_mean_us: f64,
-    pub(crate) acquire_secs: f64,
-}
-
-/// The scale part's latencies.
-#[derive(Debug, Clone)]
-pub(crate) struct ScaleRun {
-    pub(crate) small_rows: u64,
-    pub(crate) big_rows: u64,
-    pub(crate) small: Samples,
-    pub(crate) big: Samples,
-    pub(crate) fill_secs: f64,
-    pub(crate) explain: Vec<(String, Vec<String>)>,
-}
-
-/// Everything one run measured.
-#[derive(Debug, Clone)]
-pub(crate) struct Report {
-    pub(crate) dialect: Dialect,
-    pub(crate) server: String,
-    pub(crate) table: String,
-    pub(crate) date: String,
-    pub(crate) cpus: usize,
-    pub(crate) load_before: Option<String>,
-    pub(crate) load_after: Option<String>,
-    pub(crate) secs: f64,
-    pub(crate) notify: bool,
-    pub(crate) uncontended: Vec<Measured>,
-    pub(crate) round_trips: Vec<RoundTrips>,
-    pub(crate) contended: Vec<Contended>,
-    pub(crate) watchdog: Option<WatchdogRun>,
-    pub(crate) scale: Option<ScaleRun>,
-}
-
-/// Progress lines on stderr.
-pub(crate) struct Progress {
-    started: Instant,
-}
-
-impl Progress {
-    pub(crate) fn note(&self, what: &str) {
-        eprintln!("[{:6.1}s] {what}", self.started.elapsed().as_secs_f64());
-    }
-}
-
-/// Runs the parts `args` asks for.
-pub(crate) async fn run_all(
+/// Every variant with every worker count, then the statements of single acquisitions
+/// and releases.
+pub(crate) async fn measure(
     db: &DbPool,
     table: &TableName,
-    base: &Locker,
     strategies: &[Strategy],
     args: &BenchArgs,
-) -> Result<Report, Failure> {
-    let progress = Progress {
-        started: Instant::now(),
-    };
-    let dialect = db.dialect();
-    let mut report = Report {
-        dialect,
-        server: server_version(db).await.map_err(db_failure)?,
-        table: table.to_string(),
-        date: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
-        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        load_before: loadavg(),
-        load_after: None,
-        secs: 0.0,
-        notify: false,
-        uncontended: Vec::new(),
-        round_trips: Vec::new(),
-        contended: Vec::new(),
-        watchdog: None,
-        scale: None,
-    };
-    progress.note(&format!(
-        "{dialect} {} in table {table}, {} CPUs, load {}",
-        report.server,
-        report.cpus,
-        report.load_before.as_deref().unwrap_or("unknown")
-    ));
-    let part = |name: &str| args.parts.iter().any(|p| p == name);
-    if part("uncontended") {
-        let ctx = Ctx::new(db, table, strategies, args)?;
-        report.uncontended = uncontended(&ctx, args, &progress).await?;
-        report.round_trips = round_trips(&ctx, strategies).await?;
-    }
-    if part("contended") {
-        let (rows, notify) =
-            super::contended::contended(db, table, strategies, args, &progress).await?;
-        report.contended = rows;
-        report.notify = notify;
-    }
-    if part("watchdog") && args.leases > 0 {
-        report.watchdog = Some(super::held::watchdog(base, args.leases, &progress).await?);
-    }
-    if let (true, Some(rows)) = (part("scale"), args.scale_rows) {
-        report.scale = Some(super::held::scale(db, table, rows, args, &progress).await?);
-    }
-    report.load_after = loadavg();
-    report.secs = progress.started.elapsed().as_secs_f64();
-    progress.note("done");
-    Ok(report)
-}
-
-async fn server_version(db: &DbPool) -> Result<String, sqlx::Error> {
-    let sql = match db.dialect() {
-        Dialect::Postgres => "SELECT version()",
-        Dialect::MySql => "SELECT CONCAT(VERSION(), ' ', @@version_comment)",
-        _ => "SELECT 'SQLite ' || sqlite_version()",
-    };
-    let v = super::texts(db, sql.into(), 0).await?;
-    Ok(v.into_iter().next().unwrap_or_default())
-}
-
-/// The load averages of the last 1, 5 and 15 minutes (Linux).
-fn loadavg() -> Option<String> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    Some(
-        text.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" "),
-    )
+    progress: &Progress,
+) -> Result<(Vec<Measured>, Vec<RoundTrips>), Failure> {
+    let ctx = Ctx::new(db, table, strategies, args)?;
+    let measured = uncontended(&ctx, args, progress).await?;
+    let round_trips = round_trips(&ctx, strategies).await?;
+    Ok((measured, round_trips))
 }
 
 /// What the uncontended workers share.
@@ -293,7 +56,7 @@ impl Ctx {
         strategies: &[Strategy],
         args: &BenchArgs,
     ) -> Result<Arc<Self>, Failure> {
-        let most = args.workers.iter().copied().max().unwrap_or(1) as usize;
+        let most = args.most_workers() as usize;
         let mut lockers = HashMap::new();
         let mut variants = Vec::new();
         for &s in strategies {
@@ -323,7 +86,7 @@ impl Ctx {
             .unwrap_or_default();
         Ok(Arc::new(Self {
             db: db.clone(),
-            raw: Arc::new(RawStatements::new(db.dialect(), table)),
+            raw: Arc::new(RawStatements::new(db.dialect(), table)?),
             lockers,
             owners,
             variants,
@@ -338,7 +101,7 @@ enum Worker {
     Raw(Values),
     Native(String),
     #[cfg(feature = "redis-baseline")]
-    Redis(raw::redis_lock::RedisWorker, String, String),
+    Redis(RedisWorker, String, String),
 }
 
 impl Worker {
@@ -357,7 +120,7 @@ impl Worker {
             #[cfg(feature = "redis-baseline")]
             Variant::Redis => {
                 let url = ctx.redis_url.as_deref().unwrap_or_default();
-                let w = raw::redis_lock::RedisWorker::connect(url)
+                let w = RedisWorker::connect(url)
                     .await
                     .map_err(|e| Failure::Unavailable(format!("redis: {e}")))?;
                 Self::Redis(w, format!("sqlock-{key}"), ctx.owners[i].clone())
@@ -393,7 +156,7 @@ impl Worker {
                 Ok(Some(latency))
             }
             Self::Raw(values) => raw::cycle(db, raw_stmts, values).await.map_err(db_failure),
-            Self::Native(key) => raw::native_cycle(db, key).await.map_err(db_failure),
+            Self::Native(key) => native::cycle(db, key).await.map_err(db_failure),
             #[cfg(feature = "redis-baseline")]
             Self::Redis(w, key, owner) => w
                 .cycle(key, owner, TTL)
@@ -461,7 +224,7 @@ async fn uncontended(
     args: &BenchArgs,
     progress: &Progress,
 ) -> Result<Vec<Measured>, Failure> {
-    let most = args.workers.iter().copied().max().unwrap_or(1) as usize;
+    let most = args.most_workers() as usize;
     let warm = (args.duration / 10).clamp(Duration::from_millis(50), Duration::from_millis(300));
     progress.note("uncontended: warming up (connections opened, statements prepared)");
     for &v in &ctx.variants {
@@ -485,20 +248,10 @@ async fn uncontended(
             };
             for i in order {
                 let m = run_uncontended(ctx, ctx.variants[i], n, slice).await?;
-                acc[i] = Some(match acc[i].take() {
-                    None => m,
-                    Some(mut a) => {
-                        a.ops += m.ops;
-                        a.busy += m.busy;
-                        a.secs += m.secs;
-                        a.latency.extend(&m.latency);
-                        for k in 0..count::KINDS.len() {
-                            a.stmts.by_kind[k] += m.stmts.by_kind[k];
-                            a.stmts.micros[k] += m.stmts.micros[k];
-                        }
-                        a
-                    }
-                });
+                match &mut acc[i] {
+                    Some(a) => a.absorb(&m),
+                    None => acc[i] = Some(m),
+                }
             }
         }
         out.extend(acc.into_iter().flatten());
