@@ -156,7 +156,7 @@ pub(crate) struct WatchdogRun {
     pub(crate) failed_ticks: u64,
     /// Statements sqlx saw in the window, whoever sent them.
     pub(crate) client_statements: u64,
-    /// The mean time of one renewal statement, in microseconds.
+    /// The mean time of one statement in the window (the renewals), in microseconds.
     pub(crate) renew_mean_us: f64,
     pub(crate) acquire_secs: f64,
 }
