@@ -101,9 +101,9 @@ pub(crate) async fn explain(
         Dialect::MySql => ("EXPLAIN FORMAT=JSON ", 0),
         _ => ("EXPLAIN QUERY PLAN ", 3),
     };
-    let prefixed = st.prefixed(prefix);
+    let explained = st.explained(prefix);
     let lines: Vec<String> = on_pool!(db, |pool| {
-        let rows = prefixed.bind(v).fetch_all(pool).await?;
+        let rows = explained.bind(v).fetch_all(pool).await?;
         rows.iter()
             .map(|r| r.try_get::<String, _>(col))
             .collect::<Result<Vec<String>, sqlx::Error>>()

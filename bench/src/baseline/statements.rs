@@ -83,10 +83,18 @@ impl Stmt {
         }))
     }
 
-    /// The same statement with `prefix` before its text (`EXPLAIN `, say).
-    pub(crate) fn prefixed(&self, prefix: &str) -> Self {
+    /// The statement asking for its plan: `explain` (`EXPLAIN `, say) before its text.
+    /// A leading `SET STATEMENT ... FOR` (MariaDB's settings for one statement, here
+    /// its lock wait timeout) is left out: EXPLAIN does not take it, and it changes no
+    /// plan.
+    pub(crate) fn explained(&self, explain: &str) -> Self {
+        let body = self
+            .text
+            .strip_prefix("SET STATEMENT ")
+            .and_then(|settings| settings.split_once(" FOR"))
+            .map_or(&*self.text, |(_, body)| body.trim_start());
         Self {
-            text: format!("{prefix}{}", self.text).into(),
+            text: format!("{explain}{body}").into(),
             params: self.params.clone(),
         }
     }
@@ -186,6 +194,11 @@ mod tests {
         assert!(my.acquire.text().contains("`bench_t`"));
         assert!(!my.acquire.text().contains(":key"));
         assert!(my.for_update.as_ref().unwrap().begin.is_none());
+        let plan = my.acquire.explained("EXPLAIN ");
+        assert!(plan.text().starts_with("EXPLAIN INSERT INTO `bench_t`"));
+        assert_eq!(plan.params, my.acquire.params);
+        let plan = pg.acquire.explained("EXPLAIN ");
+        assert_eq!(plan.text(), format!("EXPLAIN {}", pg.acquire.text()));
         assert!(RawStatements::new(Dialect::Sqlite, &t)
             .unwrap()
             .for_update
