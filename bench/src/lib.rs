@@ -10,7 +10,7 @@
 //! falls on all of them alike.
 //!
 //! `main.rs` only calls [`main`]. The modules form layers, each using only those
-//! below it: this file and [`run`](crate::run) on top, then the parts, the output, the
+//! below it: this file and `run.rs` on top, then the parts, the output, the
 //! baselines, the figures, and the support at the bottom.
 
 #![forbid(unsafe_code)]
