@@ -96,6 +96,15 @@ pub use support::validate::{
     TableName, DEFAULT_TABLE, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
 };
 
+/// Not part of the public API: hidden, unstable, free to change in any release.
+///
+/// What the project's own benchmark needs to send the library's statements raw, as a
+/// handle renders them.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::db::rendered::{statement, RenderedStatement};
+}
+
 /// The README's examples, compiled and run as doctests.
 #[cfg(all(doctest, feature = "postgres", feature = "mysql", feature = "sqlite"))]
 #[doc = include_str!("../README.md")]

@@ -162,99 +162,6 @@ pub enum Command {
         #[arg(long, value_name = "DIALECT", value_parser = parse_dialect)]
         dialect: Option<Dialect>,
     },
-
-    /// Measure lock throughput, latency and handoff on this database
-    ///
-    /// Runs in a table of its own: sqlock_bench unless --table names another (never
-    /// the default lock table), created for the run and dropped after it; it refuses a
-    /// table that holds other locks. In one run: acquire+release throughput and
-    /// latency per strategy with 1 and more workers on distinct keys, against the same
-    /// statements sent raw, the server's native locks and, with --redis-url, Redis;
-    /// handoff latency and statements per waiter with workers contending for one key;
-    /// the watchdog's statements per tick with many leases held; with --scale-rows,
-    /// latency in a large table and the plans of the lock statements.
-    /// Results go to stdout as tables, progress to stderr.
-    #[command(verbatim_doc_comment)]
-    Bench(BenchArgs),
-}
-
-/// `sqlock bench`.
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// How long each measurement runs, split into rounds that alternate with its
-    /// baselines.
-    #[arg(long, value_name = "DUR", default_value = "3s", value_parser = parse_interval)]
-    pub duration: Duration,
-
-    /// How many rounds each measurement is split into (1 to 100).
-    #[arg(long, value_name = "N", default_value_t = 3,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: u32,
-
-    /// The worker counts of the uncontended runs, each on keys of its own (1 to 256).
-    #[arg(long, value_name = "N,...", value_delimiter = ',', default_value = "1,2,4,8",
-          value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub workers: Vec<u32>,
-
-    /// Workers waiting for one key while another holds it, in the contended runs
-    /// (1 to 64).
-    #[arg(long, value_name = "N", default_value_t = 8,
-          value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub waiters: u32,
-
-    /// How long each contended measurement runs, split into rounds as --duration is.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_interval)]
-    pub contended_duration: Duration,
-
-    /// How long a contended holder keeps the lock.
-    #[arg(long, value_name = "DUR", default_value = "50ms", value_parser = crate::duration::parse)]
-    pub hold: Duration,
-
-    /// How often a contended waiter polls, unless woken by notification: the library's
-    /// poll interval, as both its minimum and maximum (each wait is drawn from its
-    /// upper half, so 100ms means about 13 polls a second).
-    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = parse_interval)]
-    pub poll: Duration,
-
-    /// The strategies to measure (default: every one the database supports).
-    #[arg(long, value_name = "STRATEGY,...", value_delimiter = ',', value_parser = parse_strategy)]
-    pub strategies: Vec<Strategy>,
-
-    /// The parts to run: uncontended, contended, watchdog, scale (scale also needs
-    /// --scale-rows).
-    #[arg(long, value_name = "PART,...", value_delimiter = ',',
-          default_value = "uncontended,contended,watchdog,scale",
-          value_parser = ["uncontended", "contended", "watchdog", "scale"])]
-    pub parts: Vec<String>,
-
-    /// Leases one handle holds while the watchdog's ticks are counted (0 skips it).
-    #[arg(long, value_name = "N", default_value_t = 10_000,
-          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
-    pub leases: u32,
-
-    /// Also measure acquisition latency with this many rows in the table against
-    /// 1,000 rows, and print the plans of the lock statements (1000000 takes a while
-    /// to load).
-    #[arg(long, value_name = "ROWS",
-          value_parser = clap::value_parser!(u64).range(2_000..=100_000_000))]
-    pub scale_rows: Option<u64>,
-
-    /// A Redis server to compare with (SET NX PX and an owner-checked delete); needs
-    /// the tool built with the redis-baseline feature.
-    #[arg(long, value_name = "URL")]
-    pub redis_url: Option<String>,
-
-    /// Write the results as JSON to this file ('-' for stdout, then without the tables).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<std::path::PathBuf>,
-
-    /// Write the results as CSV (part,variant,strategy,workers,metric,value) to this file.
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<std::path::PathBuf>,
-
-    /// Draw throughput against workers per strategy as an SVG chart in this file.
-    #[arg(long, value_name = "FILE")]
-    pub svg: Option<std::path::PathBuf>,
 }
 
 /// `sqlock run`.
@@ -415,12 +322,6 @@ mod tests {
             &["sweep", "--every", "0s"],
             &["schema", "--dialect", "oracle"],
             &["frobnicate"],
-            &["bench", "--workers", "0"],
-            &["bench", "--workers", "1,x"],
-            &["bench", "--duration", "0s"],
-            &["bench", "--parts", "everything"],
-            &["bench", "--strategies", "optimistic"],
-            &["bench", "--scale-rows", "10"],
         ] {
             let argv = std::iter::once("sqlock").chain(args.iter().copied());
             assert!(Cli::try_parse_from(argv).is_err(), "{args:?}");

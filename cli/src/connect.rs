@@ -66,12 +66,6 @@ pub async fn connect(url: &str, pooling: bool) -> Result<DbPool, Failure> {
     connect_with(url, MAX_CONNECTIONS, pooling).await
 }
 
-/// Connects to `url` as [`connect`] does, with a pool of at most `max_connections`
-/// (`sqlock bench` needs one per worker).
-pub async fn connect_sized(url: &str, max_connections: u32) -> Result<DbPool, Failure> {
-    connect_with(url, max_connections, false).await
-}
-
 async fn connect_with(url: &str, max_connections: u32, pooling: bool) -> Result<DbPool, Failure> {
     let bad_url =
         |e: sqlx::Error| Failure::Usage(format!("invalid database url {:?}: {e}", redact(url)));

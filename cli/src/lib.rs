@@ -10,7 +10,6 @@
 #![deny(unsafe_code)]
 
 mod args;
-mod bench;
 mod connect;
 mod duration;
 mod ops;
@@ -25,7 +24,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 use sqlock::{Dialect, Locker};
 
-pub use args::{BenchArgs, Cli, Command, RunArgs};
+pub use args::{Cli, Command, RunArgs};
 pub use connect::DEFAULT_DATABASE_URL;
 
 /// Bad usage or input: a bad key, duration, table name or strategy, an unknown
@@ -287,10 +286,6 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     if let Command::Run(args) = &cli.command {
         run::check(args, connect::dialect(&url)?)?;
     }
-    if let Command::Bench(args) = cli.command {
-        // The benchmark sizes its own pool and works in a table of its own.
-        return bench::bench(&url, &cli.table, args).await;
-    }
     let pooling = cli.transaction_pooling || connect::transaction_pooling_from_env();
     let pool = connect::connect(&url, pooling).await?;
     let locker = Locker::builder(pool.clone())
@@ -322,9 +317,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             ..
         } => ops::sweep(&locker, grace, every, batch).await,
         Command::Migrate => ops::migrate(&locker).await,
-        Command::Schema { .. } | Command::Bench(_) => {
-            unreachable!("BUG: schema and bench are answered before connecting")
-        }
+        Command::Schema { .. } => unreachable!("BUG: schema is answered before connecting"),
     };
     // Say goodbye to the server rather than drop the sockets, which servers log as
     // errors; never wait long for it.

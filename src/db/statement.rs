@@ -39,23 +39,47 @@ pub(crate) enum Param {
 }
 
 impl Param {
+    /// Every parameter, with the name the templates give it (after the `:`).
+    const NAMES: [(Self, &'static str); 13] = [
+        (Self::Key, "key"),
+        (Self::Owner, "owner"),
+        (Self::TtlUs, "ttl_us"),
+        (Self::Token, "token"),
+        (Self::Batch, "batch"),
+        (Self::GraceUs, "grace_us"),
+        (Self::Limit, "limit"),
+        (Self::Strategy, "strategy"),
+        (Self::WaitUs, "wait_us"),
+        (Self::Setting, "setting"),
+        (Self::Schedule, "schedule"),
+        (Self::EverySecs, "every_s"),
+        (Self::Batches, "batches"),
+    ];
+
+    /// Every parameter.
+    pub(crate) const ALL: [Self; 13] = {
+        let mut all = [Self::Key; 13];
+        let mut i = 0;
+        while i < 13 {
+            all[i] = Self::NAMES[i].0;
+            i += 1;
+        }
+        all
+    };
+
     fn from_name(name: &str) -> Option<Self> {
-        Some(match name {
-            "key" => Self::Key,
-            "owner" => Self::Owner,
-            "ttl_us" => Self::TtlUs,
-            "token" => Self::Token,
-            "batch" => Self::Batch,
-            "grace_us" => Self::GraceUs,
-            "limit" => Self::Limit,
-            "strategy" => Self::Strategy,
-            "wait_us" => Self::WaitUs,
-            "setting" => Self::Setting,
-            "schedule" => Self::Schedule,
-            "every_s" => Self::EverySecs,
-            "batches" => Self::Batches,
-            _ => return None,
-        })
+        Self::NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(p, _)| *p)
+    }
+
+    /// The name the templates give it.
+    pub(crate) fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map_or("", |(_, n)| n)
     }
 }
 
@@ -237,7 +261,6 @@ impl<V: Values> Statement<V> {
     }
 
     /// The values it takes, in binding order.
-    #[cfg(test)]
     pub(crate) fn params(&self) -> &[Param] {
         &self.params
     }

@@ -1,4 +1,4 @@
-//! `sqlock bench` runs end to end on every backend with tiny durations and writes
+//! `sqlock-bench` runs end to end on every backend with tiny durations and writes
 //! sane results: valid JSON with the expected fields and counts above zero, CSV and an
 //! SVG chart. No timing is asserted: figures come from the benchmark, never from tests.
 
@@ -9,7 +9,8 @@ use std::time::Duration;
 use common::{backends, in_parallel, stderr, stdout, Backend};
 use serde_json::Value;
 
-/// A Redis server for the baseline, when the tool was built with it and one answers.
+/// A Redis server for the baseline, when the benchmark was built with it and one
+/// answers.
 fn redis_url() -> Option<String> {
     if !cfg!(feature = "redis-baseline") {
         return None;
@@ -39,8 +40,7 @@ fn bench_runs(b: Backend) {
     let csv = b.path("bench.csv");
     let svg = b.path("bench.svg");
     let mut args = vec![
-        "bench".to_owned(),
-        "--duration=300ms".into(),
+        "--duration=300ms".to_owned(),
         "--contended-duration=400ms".into(),
         "--rounds=1".into(),
         "--workers=1,2".into(),
@@ -60,7 +60,7 @@ fn bench_runs(b: Backend) {
         args.push(format!("--redis-url={url}"));
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = b.sqlock(&args);
+    let o = b.bench(&args);
     assert!(
         o.status.success(),
         "{}: bench failed: {}",
@@ -137,7 +137,7 @@ fn bench_runs(b: Backend) {
 
 #[test]
 fn bench_runs_on_every_backend() {
-    in_parallel(backends("cli_bench"), bench_runs);
+    in_parallel(backends("bench_runs"), bench_runs);
 }
 
 #[test]
@@ -145,32 +145,39 @@ fn bench_refuses_bad_input_before_connecting() {
     let b = Backend {
         name: "postgres",
         url: "postgres://nobody@127.0.0.1:1/none".into(),
-        table: "cli_bench_bad".into(),
-        dir: common::scratch_dir("cli_bench_bad"),
+        table: "bench_bad".into(),
+        dir: common::scratch_dir("bench_bad"),
     };
     for args in [
-        &["bench", "--workers", "0"][..],
-        &["bench", "--duration", "0s"],
-        &["bench", "--parts", "everything"],
-        &["bench", "--strategies", "optimistic"],
+        &["--workers", "0"][..],
+        &["--duration", "0s"],
+        &["--parts", "everything"],
+        &["--strategies", "optimistic"],
     ] {
-        let o = b.sqlock(args);
+        let o = b.bench(args);
         assert_eq!(o.status.code(), Some(64), "{args:?}: {}", stderr(&o));
     }
 }
 
 #[test]
 fn bench_refuses_a_table_holding_other_locks() {
-    let dir = common::scratch_dir("cli_bench_busy");
+    let dir = common::scratch_dir("bench_busy");
     let b = Backend {
         name: "sqlite",
         url: format!("sqlite://{}", dir.join("locks.db").display()),
-        table: "cli_bench_busy".into(),
+        table: "bench_busy".into(),
         dir,
     };
-    let held = b.sqlock(&["run", "a-job", "--", "true"]);
-    assert!(held.status.success(), "{}", stderr(&held));
-    let o = b.sqlock(&["bench", "--duration", "100ms"]);
+    // A lock taken and given back, as `sqlock run a-job -- true` leaves it: its row
+    // stays in the table.
+    let held = b.on_db(|b, db| async move {
+        let locker = common::locker(&b, db)?;
+        locker.create_table().await.map_err(|e| e.to_string())?;
+        let guard = locker.acquire("a-job").await.map_err(|e| e.to_string())?;
+        guard.release().await.map(drop).map_err(|e| e.to_string())
+    });
+    assert!(held.is_ok(), "{held:?}");
+    let o = b.bench(&["--duration", "100ms"]);
     assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
     assert!(stderr(&o).contains("not the benchmark's"), "{}", stderr(&o));
 }

@@ -7,13 +7,14 @@ use sqlock::{DbPool, Dialect, LockGuard, Locker, Strategy, TableName};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::count;
-use super::parts::{Contended, Progress, Waiting, TTL};
-use super::raw::{self, NativeConn};
-use super::stats::Samples;
-use super::{db_failure, KEY_PREFIX};
 use crate::args::BenchArgs;
-use crate::Failure;
+use crate::baseline::native::NativeConn;
+use crate::count;
+use crate::failure::{db_failure, Failure};
+use crate::figures::{Contended, Waiting};
+use crate::progress::Progress;
+use crate::stats::Samples;
+use crate::table::{KEY_PREFIX, TTL};
 
 /// The handoff bookkeeping of one contended run.
 struct Handoff {
@@ -88,8 +89,8 @@ async fn contend(
         let Some(guard) = guard else { break };
         let seen = h.granted(me);
         // Past the end, the waiters left only pass the lock on, as fast as they can.
-        if Instant::now() < h.deadline {
-            raw::hold_for(hold).await;
+        if Instant::now() < h.deadline && !hold.is_zero() {
+            tokio::time::sleep(hold).await;
         }
         h.releasing(me);
         lock.give(&key, guard).await?;
@@ -159,7 +160,8 @@ pub(crate) async fn contended(
 ) -> Result<(Vec<Contended>, bool), Failure> {
     let workers = args.waiters as usize + 1;
     let mut setups: Vec<(Waiting, Option<Strategy>)> = Vec::new();
-    let notify = super::notify_available(db.dialect());
+    // Only PostgreSQL wakes waiters by notification (LISTEN/NOTIFY).
+    let notify = db.dialect() == Dialect::Postgres;
     for &s in strategies {
         // For-update waiters wait in the database, not by polling.
         if s == Strategy::ForUpdate {
@@ -254,20 +256,10 @@ pub(crate) async fn contended(
                 stmts,
                 wait_secs,
             };
-            acc[i] = Some(match acc[i].take() {
-                None => m,
-                Some(mut a) => {
-                    a.grants += m.grants;
-                    a.secs += m.secs;
-                    a.handoff.extend(&m.handoff);
-                    a.wait_secs += m.wait_secs;
-                    for k in 0..count::KINDS.len() {
-                        a.stmts.by_kind[k] += m.stmts.by_kind[k];
-                        a.stmts.micros[k] += m.stmts.micros[k];
-                    }
-                    a
-                }
-            });
+            match &mut acc[i] {
+                Some(a) => a.absorb(&m),
+                None => acc[i] = Some(m),
+            }
         }
     }
     Ok((acc.into_iter().flatten().collect(), notify))

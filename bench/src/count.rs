@@ -20,7 +20,7 @@ use tracing::{Event, Metadata, Subscriber};
 const TARGET: &str = "sqlx::query";
 
 /// The kinds of statement told apart, by first word.
-pub(crate) const KINDS: [&str; 7] = [
+const KINDS: [&str; 7] = [
     "insert", "update", "delete", "select", "begin", "commit", "other",
 ];
 
@@ -60,15 +60,21 @@ impl Snapshot {
             .into()
     }
 
-    /// The mean time of one statement of a kind, in microseconds.
-    pub(crate) fn mean_micros(&self, name: &str) -> f64 {
-        let Some(i) = KINDS.iter().position(|k| *k == name) else {
-            return 0.0;
-        };
-        if self.by_kind[i] == 0 {
+    /// The mean time of one statement, whatever its kind, in microseconds.
+    pub(crate) fn mean_micros(&self) -> f64 {
+        let (n, micros) = (self.total(), self.micros.iter().sum::<u64>());
+        if n == 0 {
             return 0.0;
         }
-        self.micros[i] as f64 / self.by_kind[i] as f64
+        micros as f64 / n as f64
+    }
+
+    /// Adds the counts of `other`, as when the rounds of one measurement are summed.
+    pub(crate) fn add(&mut self, other: &Snapshot) {
+        for i in 0..KINDS.len() {
+            self.by_kind[i] += other.by_kind[i];
+            self.micros[i] += other.micros[i];
+        }
     }
 
     /// What was counted between `earlier` and this snapshot.

@@ -1,11 +1,11 @@
 //! The chart: acquire+release per second against workers, one line per variant.
 //!
 //! Written as SVG text directly: a line chart needs a few dozen elements, and a
-//! plotting crate would bring font loading and a long dependency tree into the tool.
+//! plotting crate would bring font loading and a long dependency tree into the benchmark.
 
 use std::fmt::Write as _;
 
-use super::parts::{Report, Variant};
+use crate::figures::{Report, Variant};
 
 const WIDTH: f64 = 760.0;
 const HEIGHT: f64 = 420.0;
@@ -120,7 +120,7 @@ pub(crate) fn chart(r: &Report) -> String {
         o,
         r#"<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{}</text>"#,
         escape(&format!(
-            "sqlock bench, {}: acquire+release per second by workers ({})",
+            "sqlock-bench, {}: acquire+release per second by workers ({})",
             r.dialect, r.date
         ))
     );

@@ -1,0 +1,232 @@
+//! What a run measured: one row per measurement, the whole run's report, and the
+//! figures derived from them that the tables, the files and the targets share.
+
+use sqlock::{Dialect, Strategy};
+
+use crate::count::Snapshot;
+use crate::stats::Samples;
+
+/// What is measured: the library with a strategy, the same statements sent raw, the
+/// server's native lock, or Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Variant {
+    Library(Strategy),
+    Raw(Strategy),
+    Native,
+    Redis,
+}
+
+impl Variant {
+    /// `library`, `raw`, `native` or `redis`.
+    pub(crate) fn kind(self) -> &'static str {
+        match self {
+            Self::Library(_) => "library",
+            Self::Raw(_) => "raw",
+            Self::Native => "native",
+            Self::Redis => "redis",
+        }
+    }
+
+    /// The strategy's name, or what the baseline uses.
+    pub(crate) fn strategy(self) -> &'static str {
+        match self {
+            Self::Library(s) | Self::Raw(s) => s.name(),
+            Self::Native => "advisory",
+            Self::Redis => "set-nx-px",
+        }
+    }
+
+    /// How the chart and the tables name it.
+    pub(crate) fn label(self) -> String {
+        match self {
+            Self::Library(s) | Self::Raw(s) => format!("{} {}", s.name(), self.kind()),
+            Self::Native => "native lock".into(),
+            Self::Redis => "redis".into(),
+        }
+    }
+}
+
+/// One uncontended measurement, summed over its rounds.
+#[derive(Debug, Clone)]
+pub(crate) struct Measured {
+    pub(crate) variant: Variant,
+    pub(crate) workers: usize,
+    pub(crate) ops: u64,
+    pub(crate) busy: u64,
+    pub(crate) secs: f64,
+    pub(crate) latency: Samples,
+    pub(crate) stmts: Snapshot,
+}
+
+impl Measured {
+    /// Acquire+release cycles per second.
+    pub(crate) fn per_sec(&self) -> f64 {
+        per(self.ops, self.secs)
+    }
+
+    /// Adds another round of the same measurement.
+    pub(crate) fn absorb(&mut self, round: &Measured) {
+        self.ops += round.ops;
+        self.busy += round.busy;
+        self.secs += round.secs;
+        self.latency.extend(&round.latency);
+        self.stmts.add(&round.stmts);
+    }
+}
+
+/// Statements one acquisition and one release send, by the library's count.
+#[derive(Debug, Clone)]
+pub(crate) struct RoundTrips {
+    pub(crate) strategy: Strategy,
+    pub(crate) acquire: f64,
+    pub(crate) release: f64,
+}
+
+/// How contended waiters wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waiting {
+    /// The library, polling at `--poll`.
+    Poll,
+    /// The library, polling at `--poll` and woken by the release (PostgreSQL).
+    Notify,
+    /// The library's for-update strategy, whose waiters wait in the database.
+    InDatabase,
+    /// The server's native lock, blocking in the server.
+    NativeBlocking,
+}
+
+impl Waiting {
+    /// How the tables and the files name it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Poll => "library, polling",
+            Self::Notify => "library, notify",
+            Self::InDatabase => "library, in database",
+            Self::NativeBlocking => "native, blocking",
+        }
+    }
+}
+
+/// One contended measurement, summed over its rounds.
+#[derive(Debug, Clone)]
+pub(crate) struct Contended {
+    pub(crate) waiting: Waiting,
+    pub(crate) strategy: &'static str,
+    pub(crate) workers: usize,
+    pub(crate) grants: u64,
+    pub(crate) secs: f64,
+    pub(crate) handoff: Samples,
+    pub(crate) stmts: Snapshot,
+    /// Seconds the workers spent waiting for the lock, summed.
+    pub(crate) wait_secs: f64,
+}
+
+impl Contended {
+    /// Statements a waiting worker sends per second of waiting: everything sent but
+    /// the releases (one statement each), over the time spent waiting.
+    pub(crate) fn waiter_rate(&self) -> f64 {
+        per(
+            self.stmts.total().saturating_sub(self.grants),
+            self.wait_secs,
+        )
+    }
+
+    /// Grants per second.
+    pub(crate) fn per_sec(&self) -> f64 {
+        per(self.grants, self.secs)
+    }
+
+    /// Adds another round of the same measurement.
+    pub(crate) fn absorb(&mut self, round: &Contended) {
+        self.grants += round.grants;
+        self.secs += round.secs;
+        self.handoff.extend(&round.handoff);
+        self.wait_secs += round.wait_secs;
+        self.stmts.add(&round.stmts);
+    }
+}
+
+/// The watchdog part's counts.
+#[derive(Debug, Clone)]
+pub(crate) struct WatchdogRun {
+    pub(crate) leases: u64,
+    pub(crate) ticks: u64,
+    pub(crate) statements: u64,
+    pub(crate) renewed: u64,
+    pub(crate) failed_ticks: u64,
+    /// Statements sqlx saw in the window, whoever sent them.
+    pub(crate) client_statements: u64,
+    /// The mean time of one statement in the window (the renewals), in microseconds.
+    pub(crate) renew_mean_us: f64,
+    pub(crate) acquire_secs: f64,
+}
+
+/// The scale part's latencies.
+#[derive(Debug, Clone)]
+pub(crate) struct ScaleRun {
+    pub(crate) small_rows: u64,
+    pub(crate) big_rows: u64,
+    pub(crate) small: Samples,
+    pub(crate) big: Samples,
+    pub(crate) fill_secs: f64,
+    /// Each lease statement's name and its plan in the large table, a line a row.
+    pub(crate) explain: Vec<(String, Vec<String>)>,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone)]
+pub(crate) struct Report {
+    pub(crate) dialect: Dialect,
+    pub(crate) server: String,
+    pub(crate) table: String,
+    pub(crate) date: String,
+    pub(crate) cpus: usize,
+    pub(crate) load_before: Option<String>,
+    pub(crate) load_after: Option<String>,
+    pub(crate) secs: f64,
+    /// Whether waiters were also measured woken by notification.
+    pub(crate) notify: bool,
+    pub(crate) uncontended: Vec<Measured>,
+    pub(crate) round_trips: Vec<RoundTrips>,
+    pub(crate) contended: Vec<Contended>,
+    pub(crate) watchdog: Option<WatchdogRun>,
+    pub(crate) scale: Option<ScaleRun>,
+}
+
+impl Report {
+    /// The uncontended measurement of `v` with `n` workers.
+    pub(crate) fn find(&self, v: Variant, n: usize) -> Option<&Measured> {
+        self.uncontended
+            .iter()
+            .find(|m| m.variant == v && m.workers == n)
+    }
+
+    /// The most workers of the uncontended measurements.
+    pub(crate) fn most_workers(&self) -> usize {
+        self.uncontended
+            .iter()
+            .map(|m| m.workers)
+            .max()
+            .unwrap_or(1)
+    }
+}
+
+/// The throughput of `a` over that of `b`.
+pub(crate) fn ratio(a: Option<&Measured>, b: Option<&Measured>) -> Option<f64> {
+    let (a, b) = (a?.per_sec(), b?.per_sec());
+    (b > 0.0).then(|| a / b)
+}
+
+/// `a` per `b`, or 0 where there is no `b`.
+pub(crate) fn per(a: u64, b: f64) -> f64 {
+    if b > 0.0 {
+        a as f64 / b
+    } else {
+        0.0
+    }
+}
+
+/// Microseconds (a percentile of samples) in milliseconds; 0 without samples.
+pub(crate) fn ms(us: Option<u32>) -> f64 {
+    f64::from(us.unwrap_or(0)) / 1000.0
+}
