@@ -23,7 +23,9 @@
 -- length of one statement: a bucket another acquisition holds is skipped (SKIP
 -- LOCKED), which leaves nothing to insert or update and answers no row at all (a
 -- held key answers its row), and the caller sends the statement again after a pause.
--- Never "busy" for a free key whose bucket was in use.
+-- Never "busy" for a free key whose bucket was in use. A Galera node is sent this
+-- statement without SKIP LOCKED (its replication does not bear it): there a bucket in
+-- use fails the statement as a locked row does.
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 INSERT INTO `{table}`
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,

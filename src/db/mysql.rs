@@ -32,6 +32,10 @@ const BUCKET_TRIES: u32 = 70;
 pub(crate) struct MariaDb {
     base: Base<MySql>,
     for_update: ForUpdate,
+    /// The acquisition as a node of a Galera cluster sends it: waiting on nothing, like
+    /// the other, but without SKIP LOCKED for the fence bucket, which Galera's
+    /// replication does not bear (commits then fail with error 1180).
+    lease_acquire_galera: Statement<Acquire<'static>>,
     /// Whether the key has a row, read before the for-update transaction.
     for_update_probe: Statement<Key<'static>>,
     /// Whether a lease is still ours, by a read that waits on no row lock; asked when a
@@ -63,6 +67,8 @@ impl MariaDb {
         };
         Self {
             base: Base::new(pool, &target, &common_templates!("mysql")),
+            lease_acquire_galera: target
+                .render(&without_skip_locked(sql!("mysql", "lease_acquire"))),
             for_update: for_update_of!("mysql", &target),
             for_update_probe: target.render(sql!("mysql", "for_update_probe")),
             lease_held: target.render(sql!("mysql", "lease_held")),
@@ -96,6 +102,17 @@ impl MariaDb {
             .await
             .copied()
     }
+}
+
+/// The acquisition's text with the fence bucket locked, waited for at zero, rather than
+/// skipped when locked: what a Galera node is sent.
+fn without_skip_locked(template: &str) -> String {
+    let text = template.replace("FOR UPDATE SKIP LOCKED", "FOR UPDATE");
+    debug_assert_ne!(
+        text, template,
+        "lease_acquire.sql no longer skips a locked bucket"
+    );
+    text
 }
 
 /// MariaDB's error number of `e`, if it is a MariaDB error.
@@ -138,20 +155,22 @@ impl Backend for MariaDb {
     /// the RETURNING row, and sqlx cannot read an error that follows rows. In an
     /// explicit transaction the certification failure is the COMMIT's own error.
     async fn lease_acquire(&self, a: &Acquire<'_>) -> Result<Vec<Grant>, sqlx::Error> {
-        let in_tx = self.galera_cluster_size().await?.is_some();
+        if self.galera_cluster_size().await?.is_some() {
+            return grants(self.pool(), &self.lease_acquire_galera, a, true).await;
+        }
         let s = &self.common().lease_acquire;
         // No row at all: the key's fence bucket was in use by another statement (see
         // lease_acquire.sql), which holds it for that statement only; sent again after
         // a pause, for about a second at most.
         let mut backoff = Backoff::new(Duration::from_millis(1), Duration::from_millis(16));
         for _ in 1..BUCKET_TRIES {
-            let rows = grants(self.pool(), s, a, in_tx).await?;
+            let rows = grants(self.pool(), s, a, false).await?;
             if !rows.is_empty() {
                 return Ok(rows);
             }
             tokio::time::sleep(backoff.next_delay()).await;
         }
-        grants(self.pool(), s, a, in_tx).await
+        grants(self.pool(), s, a, false).await
     }
 
     async fn still_held(&self, h: &Held<'_>) -> Result<bool, sqlx::Error> {
