@@ -143,15 +143,18 @@ async fn for_update_is_refused_on_galera() -> anyhow::Result<()> {
     };
     first.fresh_table().await?;
     replicated(&nodes).await?;
-    for b in &nodes {
+    // A key per node: a read on one node need not see another node's release yet
+    // (causal reads are off by default), so the lease check must not depend on it.
+    for (i, b) in nodes.iter().enumerate() {
+        let key = format!("refused-{i}");
         let locker = Locker::builder(pool(b).await?)
             .table(&b.table)
             .strategy(Strategy::ForUpdate)
             .build()?;
         for outcome in [
-            locker.try_acquire("refused").await.map(drop),
+            locker.try_acquire(&key).await.map(drop),
             locker
-                .acquire_timeout("refused", Duration::from_secs(5))
+                .acquire_timeout(&key, Duration::from_secs(5))
                 .await
                 .map(drop),
         ] {
@@ -163,7 +166,7 @@ async fn for_update_is_refused_on_galera() -> anyhow::Result<()> {
             }
         }
         // The lease strategy works on the same handle's table.
-        let lease = locker.lock("refused").strategy(Strategy::Lease);
+        let lease = locker.lock(&key).strategy(Strategy::Lease);
         let guard = lease.try_acquire().await?.expect("a free lease");
         assert!(guard.release().await?);
     }
