@@ -133,13 +133,30 @@ async fn renewed_insert_lock_outlives_its_ttl_and_sweeps_clean() -> anyhow::Resu
         b.fresh_table().await?;
         let a = b.builder().await?.strategy(Strategy::Insert).build()?;
         let other = b.builder().await?.strategy(Strategy::Insert).build()?;
+        // The TTL leaves the watchdog (a tick every third of it) ample slack on a busy
+        // machine; the wait below ends when the first expiry has passed on the
+        // database clock, however long that takes.
         let g = a
             .lock("k")
-            .ttl(Duration::from_millis(400))
+            .ttl(Duration::from_secs(2))
             .try_acquire()
             .await?
             .expect("k");
-        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        let first_expiry = g.expires_at();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let info = a.lock_info("k").await?.expect("held");
+            let db_now = info.expires_at - chrono::Duration::from_std(info.expires_in)?;
+            if db_now > first_expiry {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{}: the TTL never passed",
+                b.dialect
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         assert!(
             other.try_acquire("k").await?.is_none(),
             "{}: renewed",

@@ -15,12 +15,14 @@ async fn held_lease_outlives_its_ttl() -> anyhow::Result<()> {
         let other = b.locker().await?;
         let g = a
             .lock("k")
-            .ttl(Duration::from_millis(600))
+            .ttl(Duration::from_millis(1_500))
             .try_acquire()
             .await?
             .expect("k");
+        // 2.4 s in all, past the TTL: only renewals (every 500 ms) keep the lease, and
+        // a tick may be a second late on a busy machine without a lapse.
         for _ in 0..8 {
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
             assert!(
                 other.try_acquire("k").await?.is_none(),
                 "{}: lease lapsed",
@@ -30,7 +32,8 @@ async fn held_lease_outlives_its_ttl() -> anyhow::Result<()> {
         assert!(!g.is_lost(), "{}", b.dialect);
         assert!(g.release().await?, "{}", b.dialect);
         assert!(
-            a.watchdog_stats().renewed >= 4,
+            // Alive 2.4 s after a grant of 1.5 s: at least two renewals.
+            a.watchdog_stats().renewed >= 2,
             "{}: {:?}",
             b.dialect,
             a.watchdog_stats()
