@@ -111,7 +111,13 @@ fn without_presence_a_killed_run_keeps_the_key() {
                 .env("SQLOCK_NO_PRESENCE", "1")
                 .output()
                 .unwrap();
-            assert_eq!(next.status.code(), Some(75), "{}: {}", b.name, stderr(&next));
+            assert_eq!(
+                next.status.code(),
+                Some(75),
+                "{}: {}",
+                b.name,
+                stderr(&next)
+            );
             thread::sleep(Duration::from_millis(50));
         }
         let lease = listed(&b, &k).unwrap_or_else(|| panic!("{}: not listed", b.name));

@@ -10,6 +10,7 @@
 //! free: inside its statement on the servers, through [`gone_owner`] on SQLite.
 
 use crate::support::error::Error;
+#[cfg(feature = "sqlite")]
 use std::path::{Path, PathBuf};
 
 use super::backend::{sql, Backend};
@@ -20,6 +21,7 @@ use super::Db;
 
 /// How many random marker keys a PostgreSQL handle draws before it gives up: one is
 /// taken by another session only by a chance of about one in two billion per session.
+#[cfg(feature = "postgres")]
 const DRAWS: u32 = 8;
 
 /// A handle's presence: the connection (or file) that holds its marker.
@@ -140,6 +142,7 @@ impl Db {
             return Err(Error::PresenceUnavailable { reason });
         }
         #[cfg(feature = "mysql")]
+        #[allow(irrefutable_let_patterns)]
         if let Db::MySql(b) = self {
             let nodes = b
                 .galera_cluster_size()
