@@ -24,6 +24,9 @@ use tokio::time::Instant;
 /// What a holder process is told: dialect, table, key, TTL in milliseconds, presence.
 const HOLDER: &str = "SQLOCK_PRESENCE_HOLDER";
 
+/// The cgroup a holder process moves itself into, for a network cut.
+const CGROUP: &str = "SQLOCK_PRESENCE_CGROUP";
+
 /// How long any wait of these tests may take before it counts as a failure.
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -33,6 +36,10 @@ async fn holder_process() -> anyhow::Result<()> {
     let Ok(spec) = std::env::var(HOLDER) else {
         return Ok(());
     };
+    // Into a cgroup of its own first, when the test cuts its network.
+    if let Ok(dir) = std::env::var(CGROUP) {
+        common::partition::join(std::path::Path::new(&dir))?;
+    }
     let parts: Vec<&str> = spec.split('|').collect();
     let [dialect, table, key, ttl_ms, presence] = parts[..] else {
         anyhow::bail!("bad {HOLDER}: {spec}");
@@ -54,6 +61,11 @@ async fn holder_process() -> anyhow::Result<()> {
         .build()?;
     let guard = locker.acquire(key).await?;
     println!("HELD {} {}", guard.fencing_token(), locker.owner());
+    let mut lost = guard.lost();
+    tokio::spawn(async move {
+        let reason = lost.wait().await;
+        println!("LOST {reason:?}");
+    });
     loop {
         tokio::time::sleep(Duration::from_secs(3600)).await;
     }
@@ -67,6 +79,21 @@ async fn spawn_holder(
     ttl: Duration,
     presence: bool,
 ) -> anyhow::Result<(Child, i64, String)> {
+    let (child, token, owner, _) = spawn_holder_in(b, key, ttl, presence, None).await?;
+    Ok((child, token, owner))
+}
+
+/// What a holder process prints, line by line.
+type Said = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+
+/// [`spawn_holder`], in `cgroup` when given; also returns what it says after holding.
+async fn spawn_holder_in(
+    b: &common::Backend,
+    key: &str,
+    ttl: Duration,
+    presence: bool,
+    cgroup: Option<&std::path::Path>,
+) -> anyhow::Result<(Child, i64, String, Said)> {
     let dialect = match b.dialect {
         Dialect::Postgres => "postgres",
         Dialect::MySql => "mysql",
@@ -105,7 +132,7 @@ async fn spawn_holder(
     .context("the holder took too long")??
     .context("the holder ended without holding the key")?;
     let (token, owner) = held.split_once(' ').context("the holder's line")?;
-    Ok((child, token.parse()?, owner.to_owned()))
+    Ok((child, token.parse()?, owner.to_owned(), lines))
 }
 
 fn signal(child: &Child, sig: Signal) -> anyhow::Result<()> {
@@ -262,6 +289,59 @@ async fn a_holder_without_presence_is_not_taken_over() -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(info(&waiter, key).await?.expires_in > Duration::from_secs(30));
+    }
+    Ok(())
+}
+
+/// A network cut between a holder process and the server, shorter than the TTL, both
+/// ways: the server keeps the holder's presence session (it learns of a dead peer only
+/// from TCP, far later), so no acquisition takes the key during the cut, and after it
+/// the holder goes on holding, with no loss signalled.
+#[tokio::test]
+async fn a_short_network_cut_frees_nothing() -> anyhow::Result<()> {
+    use common::partition::{Direction, Partitions};
+    for b in common::servers("presence_cut").await {
+        b.fresh_table().await?;
+        let port: u16 = b
+            .url()
+            .rsplit_once(':')
+            .and_then(|(_, rest)| rest.split('/').next())
+            .context("the server's port")?
+            .parse()?;
+        let parts = Partitions::new()?;
+        let name = format!("sqlock-presence-cut-{}", std::process::id());
+        let cgroup = parts.cgroup(&name)?;
+        let ttl = Duration::from_secs(3);
+        let (mut child, token, _, mut said) =
+            spawn_holder_in(&b, "cut", ttl, true, Some(&cgroup)).await?;
+        let waiter = b.builder().await?.presence(true).build()?;
+        let cut = parts.cut(&name, port, Direction::Both)?;
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(1) {
+            assert!(
+                waiter.try_acquire("cut").await?.is_none(),
+                "{}: taken during a short cut",
+                b.dialect
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        parts.heal(cut);
+        // Two renewal periods after the cut, and more: held all along, nothing lost.
+        let healed = Instant::now();
+        while healed.elapsed() < ttl {
+            assert!(waiter.try_acquire("cut").await?.is_none(), "{}", b.dialect);
+            if let Ok(line) =
+                tokio::time::timeout(Duration::from_millis(100), said.next_line()).await
+            {
+                let line = line?.unwrap_or_default();
+                assert!(!line.contains("LOST"), "{}: {line}", b.dialect);
+            }
+        }
+        let lease = info(&waiter, "cut").await?;
+        assert_eq!(lease.fencing_token, token, "{}", b.dialect);
+        assert!(lease.expires_in > Duration::ZERO);
+        signal(&child, Signal::SIGKILL)?;
+        child.wait().await?;
     }
     Ok(())
 }
