@@ -135,6 +135,18 @@ pub(crate) fn unavailable(db: &Db) -> Option<String> {
 }
 
 impl Db {
+    /// How long the pool waits for a connection: the bound of presence's own waits.
+    pub(crate) fn acquire_timeout(&self) -> std::time::Duration {
+        match self {
+            #[cfg(feature = "postgres")]
+            Db::Postgres(b) => b.pool().options().get_acquire_timeout(),
+            #[cfg(feature = "mysql")]
+            Db::MySql(b) => b.pool().options().get_acquire_timeout(),
+            #[cfg(feature = "sqlite")]
+            Db::Sqlite(b) => b.pool().options().get_acquire_timeout(),
+        }
+    }
+
     /// Refuses presence where the server rules it out: a node of a Galera cluster,
     /// where a `GET_LOCK` name is held on one node only. Asked once per backend.
     pub(crate) async fn presence_on_server(&self) -> Result<(), Error> {

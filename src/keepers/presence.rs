@@ -65,13 +65,24 @@ impl Presence {
     /// # Errors
     ///
     /// [`Error::PresenceUnavailable`] where presence cannot work (a Galera node, say);
-    /// a database error, or a timed-out connection (bounded by the pool's acquire
-    /// timeout), when the session cannot be opened.
+    /// a database error, or a timed-out connection, when the session cannot be opened
+    /// or checked: each wait is bounded by the pool's acquire timeout.
     pub(crate) async fn ensure(&self) -> Result<(String, u64), Error> {
-        let mut slot = self.slot.lock().await;
+        let limit = self.db.acquire_timeout();
+        let timed_out = |_| Error::Database(sqlx::Error::PoolTimedOut);
+        let mut slot = tokio::time::timeout(limit, self.slot.lock())
+            .await
+            .map_err(timed_out)?;
         let fresh = slot.confirmed.is_some_and(|at| at.elapsed() < TRUSTED);
         if let Some(session) = slot.session.as_mut() {
-            if fresh || session.holds().await.unwrap_or(false) {
+            // No answer in time says nothing of the session: the caller is told to try
+            // again, and the leases that claim it are left alone.
+            let holds = fresh
+                || tokio::time::timeout(limit, session.holds())
+                    .await
+                    .map_err(timed_out)?
+                    .unwrap_or(false);
+            if holds {
                 if !fresh {
                     slot.confirmed = Some(Instant::now());
                 }
@@ -84,7 +95,10 @@ impl Presence {
             self.db.presence_on_server().await?;
             slot.allowed = true;
         }
-        let session = self.db.open_presence(&self.owner, slot.opened).await?;
+        let opening = self.db.open_presence(&self.owner, slot.opened);
+        let session = tokio::time::timeout(limit, opening)
+            .await
+            .map_err(timed_out)??;
         slot.opened += 1;
         let key = session.key().to_owned();
         slot.session = Some(session);
