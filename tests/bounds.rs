@@ -48,6 +48,8 @@ fn bounds() {
     send_static(async move { l.sweep(SweepOptions::new()).await });
     let l = locker.clone();
     send_static(async move { l.create_table().await });
+    let l = locker.clone();
+    send_static(async move { l.check_presence().await });
 
     // LockRequest, built inside the future from the owned handle.
     let l = locker.clone();

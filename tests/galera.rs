@@ -172,3 +172,37 @@ async fn for_update_is_refused_on_galera() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Presence is refused on a Galera node, where a `GET_LOCK` name is held on that node
+/// only: `check_presence` says so, and a handle with presence fails its first
+/// acquisition with the reason; a handle without it works as before.
+#[tokio::test]
+async fn presence_is_refused_on_galera() -> anyhow::Result<()> {
+    let nodes = nodes("galera_presence").await;
+    let Some(first) = nodes.first() else {
+        return Ok(());
+    };
+    first.fresh_table().await?;
+    replicated(&nodes).await?;
+    let plain = Locker::builder(pool(first).await?)
+        .table(&first.table)
+        .build()?;
+    let refused = plain.check_presence().await;
+    assert!(
+        matches!(&refused, Err(Error::PresenceUnavailable { reason }) if reason.contains("Galera")),
+        "{refused:?}"
+    );
+    let with = Locker::builder(pool(first).await?)
+        .table(&first.table)
+        .presence(true)
+        .build()?;
+    let err = with
+        .try_acquire("presence")
+        .await
+        .map(drop)
+        .expect_err("refused");
+    assert!(matches!(err, Error::PresenceUnavailable { .. }), "{err:?}");
+    let guard = plain.try_acquire("presence").await?.expect("a free lease");
+    assert!(guard.release().await?);
+    Ok(())
+}

@@ -42,6 +42,17 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub transaction_pooling: bool,
 
+    /// Do not keep a presence marker. By default `run` keeps one where it is safe (not
+    /// behind --transaction-pooling, not on a Galera node, not on an in-memory SQLite
+    /// database): a session lock the server frees when this process dies (on SQLite a
+    /// file lock beside the database), so that the next `sqlock run` of the key gets
+    /// it at once instead of after the TTL. A `run` paused or cut off from the server
+    /// keeps its lease until the server sees its connection close. With presence off,
+    /// a killed `run` blocks the key until its lease expires. SQLOCK_NO_PRESENCE=1 in
+    /// the environment says the same.
+    #[arg(long, global = true)]
+    pub no_presence: bool,
+
     /// The lock table: lower-case letters, digits and '_', at most 40 bytes.
     #[arg(long, global = true, value_name = "NAME",
           default_value = sqlock::DEFAULT_TABLE, value_parser = parse_table)]
@@ -60,6 +71,10 @@ pub enum Command {
     /// sqlock waits for it as long as it takes unless told --wait or --no-wait. The
     /// command gets SQLOCK_KEY, SQLOCK_OWNER and SQLOCK_FENCING_TOKEN in its
     /// environment.
+    ///
+    /// Where it is safe, sqlock keeps a presence marker (see --no-presence): if sqlock
+    /// is killed, the next `sqlock run` of the key gets it at once rather than after
+    /// the TTL, with a higher fencing token.
     ///
     /// The command runs in a process group of its own, and sqlock answers for every
     /// process in it, including those a shell script or pipeline starts:

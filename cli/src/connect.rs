@@ -56,6 +56,12 @@ pub fn transaction_pooling_from_env() -> bool {
         .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
+/// Whether `SQLOCK_NO_PRESENCE` turns presence off (`1` or `true`), as `--no-presence`
+/// does.
+pub fn no_presence_from_env() -> bool {
+    std::env::var("SQLOCK_NO_PRESENCE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
 /// Connects to `url`; behind a transaction-pooling proxy (`pooling`) without sqlx's
 /// statement cache, so that no statement sqlx sends itself is named either.
 ///

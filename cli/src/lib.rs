@@ -127,6 +127,12 @@ impl From<sqlock::Error> for Failure {
                  transaction or session"
             )),
             E::LockLost { .. } => Self::Lost(e.to_string()),
+            // The tool turns presence on only where the check allowed it; should the
+            // marker still fail (its file, its connection), say how to go without.
+            E::PresenceUnavailable { .. } => Self::Unavailable(format!(
+                "{e}; pass --no-presence (or set SQLOCK_NO_PRESENCE=1) to hold the lock \
+                 without it"
+            )),
             E::PoolExhausted | E::NotMariaDb { .. } | E::GaleraCluster { .. } => {
                 Self::Unavailable(e.to_string())
             }
@@ -288,10 +294,18 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     }
     let pooling = cli.transaction_pooling || connect::transaction_pooling_from_env();
     let pool = connect::connect(&url, pooling).await?;
-    let locker = Locker::builder(pool.clone())
+    let builder = Locker::builder(pool.clone())
         .table(cli.table.as_str())
-        .transaction_pooling(pooling)
-        .build()?;
+        .transaction_pooling(pooling);
+    let mut locker = builder.clone().build()?;
+    let holds = matches!(cli.command, Command::Run(_));
+    if holds && !cli.no_presence && !connect::no_presence_from_env() {
+        // Presence where it is safe: the check asks the server once (a Galera node
+        // says no), and a server that cannot be asked is left to the commands.
+        if locker.check_presence().await.is_ok() {
+            locker = builder.presence(true).build()?;
+        }
+    }
     if pool.dialect() == Dialect::Sqlite && !matches!(cli.command, Command::Migrate) {
         // The embedded default needs no set-up step. Servers never get tables made
         // behind the operator's back: there a missing table is an error.

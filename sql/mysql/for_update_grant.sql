@@ -14,6 +14,8 @@ UPDATE `{table}` SET
     acquired_at = UTC_TIMESTAMP(6),
     lock_time = UTC_TIMESTAMP(6),
     lock_duration = 0,
-    expires_at = UTC_TIMESTAMP(6)
+    expires_at = UTC_TIMESTAMP(6),
+    -- A for-update holder's presence is its transaction: no marker.
+    presence_key = NULL
 WHERE lock_key = :key
   AND NOT (locked AND expires_at > UTC_TIMESTAMP(6))

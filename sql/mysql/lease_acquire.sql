@@ -26,43 +26,58 @@
 -- Never "busy" for a free key whose bucket was in use. A Galera node is sent this
 -- statement without SKIP LOCKED (its replication does not bear it): there a bucket in
 -- use fails the statement as a locked row does.
+--
+-- Presence (LockerBuilder::presence): :presence is the name of the acquiring handle's
+-- presence marker, a GET_LOCK it holds on a connection of its own ('' for none),
+-- recorded with the lease. A live lease of another owner is taken too when its row
+-- records a marker that no connection holds any more (IS_USED_LOCK is NULL): the
+-- holder's process died and the server ended its connection. A handle takes each name
+-- once, so a name once free stays free. The test is made once, in the first
+-- assignment, and kept in @sqlock_gone for the others, so that every assignment of the
+-- statement sees the same answer. Such a takeover is a new grant: a new token, one
+-- hold. A for-update row is never taken this way.
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 INSERT INTO `{table}`
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
-     expires_at, hold_count, fencing_token)
+     expires_at, hold_count, fencing_token, presence_key)
 -- The key's fence bucket is locked first, so a fresh row's token is drawn after every
 -- earlier grant of the key has committed (see the migration).
 SELECT :key, :owner, :strategy, TRUE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), :ttl_us,
        UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND,
-       1, NEXTVAL(`{table}_fence_seq`)
+       1, NEXTVAL(`{table}_fence_seq`), NULLIF(:presence, '')
 FROM `{table}_fence`
 WHERE bucket = CRC32(:key) % 1024
 FOR UPDATE SKIP LOCKED
 ON DUPLICATE KEY UPDATE
-    fencing_token = IF(NOT locked OR expires_at <= VALUES(lock_time)
+    fencing_token = IF((@sqlock_gone := (presence_key IS NOT NULL
+            AND lock_owner <> VALUES(lock_owner) AND lock_strategy <> 'for-update'
+            AND IS_USED_LOCK(presence_key) IS NULL))
+        OR NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                        IF(locked AND lock_owner = VALUES(lock_owner) AND expires_at > VALUES(lock_time),
                           fencing_token, GREATEST(NEXTVAL(`{table}_fence_seq`), fencing_token + 1)),
                        fencing_token),
-    hold_count = IF(NOT locked OR expires_at <= VALUES(lock_time)
+    hold_count = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                     IF(locked AND lock_owner = VALUES(lock_owner) AND expires_at > VALUES(lock_time),
                        hold_count + 1, 1),
                     hold_count),
-    lock_time = IF(NOT locked OR expires_at <= VALUES(lock_time)
+    lock_time = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                    VALUES(lock_time), lock_time),
-    lock_duration = IF(NOT locked OR expires_at <= VALUES(lock_time)
+    lock_duration = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                        VALUES(lock_duration), lock_duration),
-    lock_strategy = IF(NOT locked OR expires_at <= VALUES(lock_time)
+    lock_strategy = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                        VALUES(lock_strategy), lock_strategy),
-    lock_owner = IF(NOT locked OR expires_at <= VALUES(lock_time)
+    lock_owner = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
                     VALUES(lock_owner), lock_owner),
     -- lock_owner is ours from here on when the row was taken; a hold count above one
     -- tells a re-entry, which keeps the later of the two expiries.
+    presence_key = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy),
+                      VALUES(presence_key), presence_key),
     expires_at = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy),
                     IF(hold_count > 1, GREATEST(expires_at, VALUES(expires_at)), VALUES(expires_at)),
                     expires_at),

@@ -14,7 +14,9 @@ UPDATE "{table}" SET
     acquired_at = statement_timestamp(),
     lock_time = statement_timestamp(),
     lock_duration = 0,
-    expires_at = statement_timestamp()
+    expires_at = statement_timestamp(),
+    -- A for-update holder's presence is its transaction: no marker.
+    presence_key = NULL
 WHERE lock_key = :key
   AND NOT (locked AND expires_at > statement_timestamp())
 RETURNING fencing_token, set_config('lock_timeout', :setting, TRUE)

@@ -17,15 +17,24 @@
 -- The token is drawn inside DO UPDATE, under the row lock, so tokens rise in grant order;
 -- greatest() keeps them rising even past a token the sequence never issued (a restored
 -- backup whose sequence lags, a row written by hand).
+--
+-- Presence (LockerBuilder::presence): :presence is the key of the acquiring handle's
+-- presence marker, a session advisory lock it holds on a connection of its own (''
+-- for none), recorded with the lease. A live lease of another owner is taken too when
+-- its row records a marker and no session holds that marker any more: the holder's
+-- process died and the server ended its session. pg_try_advisory_xact_lock succeeds
+-- only then, and keeps the marker until this statement commits, so the holder cannot
+-- take it back meanwhile. Such a takeover is a new grant: a new token, one hold. A
+-- for-update row is never taken this way (its holder keeps the key's gate anyway).
 WITH gate AS MATERIALIZED (
     SELECT pg_try_advisory_xact_lock(hashtextextended(:key, hashtext('{table}'))) AS open
 ), taken AS (
 INSERT INTO "{table}" AS l
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
-     expires_at, hold_count, fencing_token)
+     expires_at, hold_count, fencing_token, presence_key)
 SELECT :key, :owner, :strategy, TRUE, statement_timestamp(), statement_timestamp(), :ttl_us,
        statement_timestamp() + :ttl_us * INTERVAL '1 microsecond',
-       1, nextval('"{table}_fence_seq"')
+       1, nextval('"{table}_fence_seq"'), CAST(NULLIF(:presence, '') AS BIGINT)
 FROM gate
 WHERE gate.open
 ON CONFLICT (lock_key) DO UPDATE SET
@@ -49,10 +58,15 @@ ON CONFLICT (lock_key) DO UPDATE SET
     lock_strategy = EXCLUDED.lock_strategy,
     locked = TRUE,
     lock_time = EXCLUDED.lock_time,
-    lock_duration = EXCLUDED.lock_duration
+    lock_duration = EXCLUDED.lock_duration,
+    presence_key = EXCLUDED.presence_key
 WHERE NOT l.locked
    OR l.expires_at <= EXCLUDED.lock_time
    OR (l.lock_owner = EXCLUDED.lock_owner AND l.lock_strategy = EXCLUDED.lock_strategy)
+   OR (l.presence_key IS NOT NULL
+       AND l.lock_owner <> EXCLUDED.lock_owner
+       AND l.lock_strategy <> 'for-update'
+       AND pg_try_advisory_xact_lock(1936813168, CAST(l.presence_key AS INTEGER)))
 RETURNING
     l.lock_owner,
     l.fencing_token,

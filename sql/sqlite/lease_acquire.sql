@@ -6,6 +6,10 @@
 -- strategy. Times are microseconds since the Unix epoch.
 -- A fresh row's token is one above the floor of deleted rows' tokens (see the migration);
 -- an existing row's token grows by one on every new grant.
+-- Presence (LockerBuilder::presence): SQLite keeps no marker in the table. :gone names
+-- an owner whose presence marker (a file lock beside the database) the caller found
+-- free and holds while this statement runs: its process died, and its live lease is
+-- taken too, as a new grant (a new token, one hold). '' for none.
 INSERT INTO "{table}" AS l
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token)
@@ -38,4 +42,5 @@ ON CONFLICT (lock_key) DO UPDATE SET
 WHERE NOT l.locked
    OR l.expires_at <= excluded.lock_time
    OR (l.lock_owner = excluded.lock_owner AND l.lock_strategy = excluded.lock_strategy)
+   OR l.lock_owner = :gone
 RETURNING lock_owner, fencing_token, expires_at AS expires_us, hold_count, lock_strategy

@@ -140,6 +140,62 @@ impl LockerBuilder {
         self
     }
 
+    /// Whether a crashed holder's leases free at once, rather than at their expiry.
+    /// Defaults to `false`. Lease and insert strategies (a for-update lock frees with
+    /// its connection anyway).
+    ///
+    /// With it on, the handle keeps a **presence marker** for as long as it lives: a
+    /// session advisory lock on PostgreSQL, a `GET_LOCK` name on MariaDB, each held by
+    /// a connection of the handle's own (opened with the pool's connect options,
+    /// outside the pool, at the first acquisition), and on SQLite a file lock on a
+    /// file in a folder beside the database (`<file>-sqlock-presence/`). Its leases
+    /// record the marker. When the holder's process dies, the server sees its
+    /// connection close (the operating system, its file) and frees the marker; an
+    /// acquisition by any handle then takes the lease at once, checked in the same
+    /// statement, as a new grant with a higher fencing token. The old holder's fenced
+    /// writes, renewals, releases and extensions are refused as after a lapse.
+    ///
+    /// A holder that is paused, or cut off from the server, keeps its marker until the
+    /// server sees its connection close (TCP keepalive settings bound that), so lease
+    /// semantics hold as before. A holder whose presence connection *alone* ended
+    /// (killed on the server, say) may lose its leases before their TTL: its
+    /// watchdog checks the marker at each tick and fires `lost()` with
+    /// [`LostReason::PresenceLost`](crate::LostReason::PresenceLost), up to one tick
+    /// late. Fence the holder's writes. Each handle with presence (each
+    /// [`Locker::new_handle`] too) holds one connection of its own.
+    ///
+    /// Off by default because it cannot work everywhere: behind a transaction-pooling
+    /// proxy no session lasts; on a Galera cluster a `GET_LOCK` name is held on one
+    /// node only; an in-memory SQLite database has no other process. See
+    /// [`Locker::check_presence`] and the project's `docs/guarantees.md`.
+    ///
+    /// # Errors
+    ///
+    /// [`build`](Self::build) refuses it with [`Error::PresenceUnavailable`] together
+    /// with [`transaction_pooling`](Self::transaction_pooling) and on an in-memory SQLite
+    /// database; the first acquisition answers it on a Galera node, and answers a
+    /// database error when the marker's connection cannot be opened (bounded by the
+    /// pool's acquire timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(pool: sqlx::PgPool) -> Result<(), sqlock::Error> {
+    /// use sqlock::Locker;
+    ///
+    /// let locker = Locker::builder(pool).presence(true).build()?;
+    /// let guard = locker.acquire("nightly-report").await?;
+    /// // Should this process die now, the next acquisition of "nightly-report" by any
+    /// // process gets it at once, not 30 seconds later.
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn presence(mut self, on: bool) -> Self {
+        self.settings.presence = on;
+        self
+    }
+
     /// How the handle's locks are held in the table. Defaults to [`Strategy::Lease`];
     /// a single request may choose another with
     /// [`LockRequest::strategy`](crate::LockRequest::strategy).
@@ -181,7 +237,9 @@ impl LockerBuilder {
     /// the for-update strategy on SQLite; [`Error::SettingUnsupported`] and
     /// [`Error::InvalidSettings`] for settings the server or each other rule out (see
     /// [`notify_waiters`](Self::notify_waiters) and
-    /// [`transaction_pooling`](Self::transaction_pooling)).
+    /// [`transaction_pooling`](Self::transaction_pooling));
+    /// [`Error::PresenceUnavailable`] for [`presence`](Self::presence) where it cannot
+    /// work.
     pub fn build(mut self) -> Result<Locker> {
         let table = match &self.table {
             Some(name) => TableName::new(name)?,
@@ -223,15 +281,20 @@ impl LockerBuilder {
                     .into(),
             ));
         }
-        if self.notify_waiters && !self.poll_set {
-            self.settings.poll_min = DEFAULT_NOTIFY_POLL_MIN;
-            self.settings.poll_max = DEFAULT_NOTIFY_POLL_MAX;
-        }
         let mode = Mode {
             notify: self.notify_waiters,
             pinned: self.transaction_pooling,
         };
         let backend = Db::new(&self.db, &table, mode);
+        if self.settings.presence {
+            if let Some(reason) = crate::db::presence::unavailable(&backend) {
+                return Err(Error::PresenceUnavailable { reason });
+            }
+        }
+        if self.notify_waiters && !self.poll_set {
+            self.settings.poll_min = DEFAULT_NOTIFY_POLL_MIN;
+            self.settings.poll_max = DEFAULT_NOTIFY_POLL_MAX;
+        }
         #[cfg(feature = "postgres")]
         let notifier = self
             .notify_waiters
@@ -265,6 +328,7 @@ impl Locker {
                 renew_interval: None,
                 strategy: Strategy::Lease,
                 keepalive: DEFAULT_KEEPALIVE,
+                presence: false,
             },
             poll_set: false,
             notify_waiters: false,

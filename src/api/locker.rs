@@ -129,6 +129,43 @@ impl Locker {
         Ok(self.shared.pool.execute_script(ddl).await?)
     }
 
+    /// Whether presence ([`LockerBuilder::presence`](crate::LockerBuilder::presence))
+    /// can work with this handle's pool and settings, whether or not it is on: `Ok`
+    /// when it can. Sends at most one read (on MariaDB: whether the server is a node of
+    /// a Galera cluster, asked once per handle family) and takes no marker.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PresenceUnavailable`](crate::Error::PresenceUnavailable), saying why:
+    /// behind a transaction-pooling proxy, on a Galera node, on an in-memory SQLite
+    /// database. A database error when the server cannot be asked.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(pool: sqlx::PgPool) -> Result<(), sqlock::Error> {
+    /// use sqlock::Locker;
+    ///
+    /// let probe = Locker::new(pool.clone())?;
+    /// let presence = probe.check_presence().await.is_ok();
+    /// let locker = Locker::builder(pool).presence(presence).build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn check_presence(&self) -> Result<()> {
+        self.shared.db.presence_on_server().await
+    }
+
+    /// Whether this handle keeps a presence marker
+    /// ([`LockerBuilder::presence`](crate::LockerBuilder::presence)).
+    pub fn has_presence(&self) -> bool {
+        self.shared.presence.is_some()
+    }
+
     /// The counters of this handle's watchdog.
     pub fn watchdog_stats(&self) -> WatchdogStats {
         self.shared.watchdog.stats()

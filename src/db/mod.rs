@@ -21,6 +21,7 @@ mod mysql;
 mod outcome;
 #[cfg(feature = "postgres")]
 mod postgres;
+pub(crate) mod presence;
 pub(crate) mod rendered;
 pub(crate) mod retry;
 pub(crate) mod runner;

@@ -89,7 +89,7 @@ impl MariaDb {
     /// The size of the Galera cluster this server is a node of, when it is one of more
     /// than one node; `None` for a server on its own (or a server without wsrep at
     /// all). Asked once.
-    async fn galera_cluster_size(&self) -> Result<Option<i64>, sqlx::Error> {
+    pub(crate) async fn galera_cluster_size(&self) -> Result<Option<i64>, sqlx::Error> {
         self.galera
             .get_or_try_init(|| async {
                 match ints(On::Pool(self.pool(), false), &self.galera_check, &Nothing).await {

@@ -34,6 +34,9 @@ pub(crate) struct Grant {
     pub(crate) hold_count: i32,
     /// The strategy the row is held with.
     pub(crate) strategy: String,
+    /// Which presence session of the handle the lease claims, when it claims one
+    /// (set by the strategy, not by the statement).
+    pub(crate) presence: Option<u64>,
 }
 
 impl Grant {

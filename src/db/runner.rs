@@ -104,6 +104,7 @@ pub(crate) async fn grants<'a, DB: Runner, V: Values>(
                 expires_us: DB::int(r, 2)?,
                 hold_count: DB::int32(r, 3)?,
                 strategy: DB::text(r, 4)?,
+                presence: None,
             })
         })
         .collect()

@@ -55,10 +55,34 @@ macro_rules! create_sweep {
     };
 }
 
+/// The migration that adds the presence column (see `LockerBuilder::presence`); SQLite
+/// keeps presence markers beside the database, not in the table.
+macro_rules! add_presence {
+    ($dir:literal) => {
+        File {
+            version: 20261125000000,
+            description: "add sqlock presence",
+            sql: include_str!(concat!(
+                "../../migrations/",
+                $dir,
+                "/20261125000000_add_sqlock_presence.sql"
+            )),
+        }
+    };
+}
+
 fn files(dialect: Dialect) -> &'static [File] {
     match dialect {
-        Dialect::Postgres => &[create_table!("postgres"), create_sweep!("postgres")],
-        Dialect::MySql => &[create_table!("mysql"), create_sweep!("mysql")],
+        Dialect::Postgres => &[
+            create_table!("postgres"),
+            create_sweep!("postgres"),
+            add_presence!("postgres"),
+        ],
+        Dialect::MySql => &[
+            create_table!("mysql"),
+            create_sweep!("mysql"),
+            add_presence!("mysql"),
+        ],
         Dialect::Sqlite => &[create_table!("sqlite")],
     }
 }

@@ -4,21 +4,35 @@
 //! never deadlock on a read-then-write transaction; `SQLITE_BUSY` and `SQLITE_LOCKED`
 //! (after sqlx's busy timeout) count as contention and are retried. SQLite has no row
 //! locks (no for-update strategy) and no scheduler inside.
+//!
+//! Presence markers are files beside the database (see `presence.rs`): an acquisition
+//! that finds a key busy, where such files exist, asks who holds it and takes the lease
+//! when the holder's marker file is free, its process gone.
+
+use std::path::{Path, PathBuf};
 
 use sqlx::SqlitePool;
 
 use crate::support::error::Class;
 use crate::support::validate::TableName;
 
-use super::backend::{common_templates, Backend, Base};
+use super::backend::{common_templates, sql, Backend, Base};
 use super::dialect::Dialect;
 use super::fence::fence_connection;
-use super::statement::{Mode, Target};
+use super::outcome::Grant;
+use super::presence::{gone_owner, marker_dir};
+use super::runner::{grants, texts, On};
+use super::statement::{Mode, Statement, Target};
+use super::values::Acquire;
 
 /// A SQLite database file and one lock table in it.
 #[derive(Debug)]
 pub(crate) struct Sqlite {
     base: Base<sqlx::Sqlite>,
+    /// Who holds a live lease on a key, after an acquisition found it busy.
+    presence_holder: Statement<Acquire<'static>>,
+    /// The folder of presence marker files beside the database; `None` in memory.
+    markers: Option<PathBuf>,
 }
 
 impl Sqlite {
@@ -28,9 +42,17 @@ impl Sqlite {
             placeholders: Dialect::Sqlite.placeholders(),
             mode,
         };
+        let markers = marker_dir(&pool.connect_options());
         Self {
             base: Base::new(pool, &target, &common_templates!("sqlite")),
+            presence_holder: target.render(sql!("sqlite", "presence_holder")),
+            markers,
         }
+    }
+
+    /// The folder of presence marker files, `None` for an in-memory database.
+    pub(crate) fn markers(&self) -> Option<&Path> {
+        self.markers.as_deref()
     }
 }
 
@@ -56,6 +78,32 @@ impl Backend for Sqlite {
             1 if db.message().contains("no such table") => Class::MissingTable,
             _ => Class::Other,
         }
+    }
+
+    /// When the key is busy and presence markers exist beside the database: asks who
+    /// holds it, and when the holder's marker file is free (its process gone), sends
+    /// the acquisition again, allowed to take that owner's lease, while holding the
+    /// marker so that the answer cannot change meanwhile.
+    async fn lease_acquire(&self, a: &Acquire<'_>) -> Result<Vec<Grant>, sqlx::Error> {
+        let s = &self.common().lease_acquire;
+        let rows = grants(self.pool(), s, a, false).await?;
+        let Some(dir) = self.markers.as_deref() else {
+            return Ok(rows);
+        };
+        if !rows.is_empty() || !dir.is_dir() {
+            return Ok(rows);
+        }
+        let holders = texts(On::Pool(self.pool(), false), &self.presence_holder, a).await?;
+        let Some(holder) = holders.first() else {
+            return Ok(rows);
+        };
+        let Some(marker) = gone_owner(dir, holder) else {
+            return Ok(rows);
+        };
+        let again = Acquire { gone: holder, ..*a };
+        let taken = grants(self.pool(), s, &again, false).await;
+        drop(marker);
+        taken
     }
 }
 

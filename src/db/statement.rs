@@ -36,11 +36,13 @@ pub(crate) enum Param {
     Schedule,
     EverySecs,
     Batches,
+    Presence,
+    Gone,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 13] = [
+    const NAMES: [(Self, &'static str); 15] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -54,13 +56,15 @@ impl Param {
         (Self::Schedule, "schedule"),
         (Self::EverySecs, "every_s"),
         (Self::Batches, "batches"),
+        (Self::Presence, "presence"),
+        (Self::Gone, "gone"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 13] = {
-        let mut all = [Self::Key; 13];
+    pub(crate) const ALL: [Self; 15] = {
+        let mut all = [Self::Key; 15];
         let mut i = 0;
-        while i < 13 {
+        while i < 15 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }

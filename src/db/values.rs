@@ -34,26 +34,55 @@ impl Values for Nothing {
 }
 
 /// An acquisition of `key` by `owner`, for `ttl_us`, recorded as `strategy`.
+///
+/// `presence`: the key of the owner's presence marker to record with the lease (`""`
+/// for none); `gone`: an owner whose marker the caller found free and holds (SQLite;
+/// `""` for none), whose live lease may be taken.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Acquire<'a> {
     pub(crate) key: &'a str,
     pub(crate) owner: &'a str,
     pub(crate) strategy: Strategy,
     pub(crate) ttl_us: i64,
+    pub(crate) presence: &'a str,
+    pub(crate) gone: &'a str,
 }
 
 impl Values for Acquire<'_> {
     type With<'a> = Acquire<'a>;
 
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Strategy, Param::TtlUs];
+    const PARAMS: &'static [Param] = &[
+        Param::Key,
+        Param::Owner,
+        Param::Strategy,
+        Param::TtlUs,
+        Param::Presence,
+        Param::Gone,
+    ];
 
     fn value(&self, param: Param) -> Value<'_> {
         match param {
             Param::Owner => Value::Text(self.owner),
             Param::Strategy => Value::Text(self.strategy.name()),
             Param::TtlUs => Value::Int(self.ttl_us),
+            Param::Presence => Value::Text(self.presence),
+            Param::Gone => Value::Text(self.gone),
             _ => Value::Text(self.key),
         }
+    }
+}
+
+/// A presence marker: its key on PostgreSQL, its name on MariaDB.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Marker<'a>(pub(crate) &'a str);
+
+impl Values for Marker<'_> {
+    type With<'a> = Marker<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Presence];
+
+    fn value(&self, _: Param) -> Value<'_> {
+        Value::Text(self.0)
     }
 }
 

@@ -1,10 +1,12 @@
 //! The keepers: the background work a handle does for its locks while the application
 //! goes on. The watchdog renews held leases and fires their lost signal; the sweeper
 //! reclaims expired rows, as a call, a task or a schedule inside the database; the
-//! release listener (PostgreSQL) wakes waiters at a release.
+//! release listener (PostgreSQL) wakes waiters at a release; the presence session
+//! tells the others that the handle's process lives.
 
 #[cfg(feature = "postgres")]
 pub(crate) mod notify;
+pub(crate) mod presence;
 pub(crate) mod scheduled_sweep;
 pub(crate) mod sweeper;
 pub(crate) mod watchdog;

@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::db::{Db, DbPool};
+use crate::keepers::presence::Presence;
 use crate::keepers::watchdog::Watchdog;
 use crate::support::strategy_kind::Strategy;
 
@@ -26,6 +27,7 @@ pub(crate) struct Settings {
     pub(crate) renew_interval: Option<Duration>,
     pub(crate) strategy: Strategy,
     pub(crate) keepalive: Duration,
+    pub(crate) presence: bool,
 }
 
 /// One handle's state: everything its guards and requests share.
@@ -39,6 +41,8 @@ pub(crate) struct Handle {
     pub(crate) owner_text: String,
     pub(crate) settings: Settings,
     pub(crate) watchdog: Watchdog,
+    /// The session holding this handle's presence marker, when presence is on.
+    pub(crate) presence: Option<Arc<Presence>>,
     /// The release listener shared by the handles of one family, when waiters are
     /// woken by notifications.
     #[cfg(feature = "postgres")]
@@ -63,7 +67,15 @@ impl Handle {
     ) -> Self {
         let owner = Uuid::new_v4();
         let owner_text = owner.hyphenated().to_string();
-        let watchdog = Watchdog::new(settings.renew_interval, db.clone(), owner_text.clone());
+        let presence = settings
+            .presence
+            .then(|| Arc::new(Presence::new(db.clone(), owner_text.clone())));
+        let watchdog = Watchdog::new(
+            settings.renew_interval,
+            db.clone(),
+            owner_text.clone(),
+            presence.clone(),
+        );
         Self {
             pool,
             db,
@@ -71,6 +83,7 @@ impl Handle {
             owner_text,
             settings,
             watchdog,
+            presence,
             #[cfg(feature = "postgres")]
             notifier,
             holds: Mutex::new(HashMap::new()),

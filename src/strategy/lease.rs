@@ -28,14 +28,29 @@ use super::handle::Handle;
 /// or another acquisition under way); `StrategyConflict` when this owner holds the key
 /// with the other strategy (a re-entry keeps the strategy the key is held with, and the
 /// statement leaves the row as it was).
+///
+/// With presence, the handle's marker is taken first (once, or again after its session
+/// was found gone), so that no lease claims a marker the handle does not hold.
 pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>, Failure> {
+    let (presence, epoch) = match &handle.presence {
+        Some(p) => {
+            let (key, epoch) = p.ensure().await.map_err(|error| Failure {
+                class: Class::Other,
+                error,
+            })?;
+            (key, Some(epoch))
+        }
+        None => (String::new(), None),
+    };
     let acquire = Acquire {
         key: &ask.key,
         owner: &handle.owner_text,
         strategy: ask.strategy,
         ttl_us: ask.ttl_us(),
+        presence: &presence,
+        gone: "",
     };
-    let Some(grant) = handle.db.lease_acquire(&acquire).await?.into_iter().next() else {
+    let Some(mut grant) = handle.db.lease_acquire(&acquire).await?.into_iter().next() else {
         return Ok(None);
     };
     if grant.gate_closed() {
@@ -56,6 +71,7 @@ pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>,
             },
         });
     }
+    grant.presence = epoch;
     Ok(Some(grant))
 }
 
@@ -142,6 +158,7 @@ impl LeaseHold {
             ttl: renewal.ttl,
             sent,
             renew_until,
+            presence: grant.presence,
         };
         let (lost, registration) = handle.watchdog.register(&id.key, grant.token, track);
         let hold = Self {

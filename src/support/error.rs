@@ -213,6 +213,18 @@ pub enum Error {
         dialect: &'static str,
     },
 
+    /// Occurs when presence ([`LockerBuilder::presence`](crate::LockerBuilder::presence))
+    /// cannot work where it was asked for: behind a transaction-pooling proxy, on a node
+    /// of a Galera cluster, on an in-memory SQLite database, or when the handle's
+    /// marker could not be taken. [`build`](crate::LockerBuilder::build) reports what
+    /// it can tell without the server; the first acquisition reports the rest.
+    /// [`Locker::check_presence`](crate::Locker::check_presence) asks in advance.
+    #[error("presence is unavailable here: {reason}")]
+    PresenceUnavailable {
+        /// Why, and what to do instead.
+        reason: String,
+    },
+
     /// Occurs when [`LockGuard::fence`](crate::LockGuard::fence) is called where it does
     /// not apply: on a connection of another dialect than the lock's, or for a
     /// for-update lock, whose own transaction is fenced already.

@@ -26,6 +26,13 @@ pub enum LostReason {
     /// deadlock or lock wait timeout on MariaDB; any error on PostgreSQL, where the
     /// transaction can then only roll back).
     TransactionEnded,
+    /// The handle's presence session ended while its process lives on (the server
+    /// killed the connection, or a network cut outlasted the server's patience), so
+    /// another owner may have taken the lease before its expiry, as from a crashed
+    /// holder (see [`LockerBuilder::presence`](crate::LockerBuilder::presence)).
+    /// Signalled at the watchdog's next tick after the session ended, so up to one
+    /// renewal period late: fence the holder's writes.
+    PresenceLost,
 }
 
 impl std::fmt::Display for LostReason {
@@ -37,6 +44,9 @@ impl std::fmt::Display for LostReason {
             Self::ConnectionLost => "the connection holding the lock's transaction ended",
             Self::TransactionEnded => {
                 "the lock's transaction ended: a statement in it failed and rolled it back"
+            }
+            Self::PresenceLost => {
+                "the handle's presence session ended, and another owner may have taken the lease"
             }
         })
     }

@@ -47,8 +47,15 @@ pub fn mysql_url() -> String {
     std::env::var("SQLOCK_TEST_MYSQL_URL").unwrap_or_else(|_| MYSQL_URL.into())
 }
 
+/// The SQLite file of a test's table: named after the test process, or after the
+/// process in `SQLOCK_TEST_PARENT_PID`, for a helper process of a test that must open
+/// its parent's file.
 fn sqlite_path(table: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("sqlock-test-{}-{table}.db", std::process::id()))
+    let pid = std::env::var("SQLOCK_TEST_PARENT_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        .unwrap_or_else(std::process::id);
+    std::env::temp_dir().join(format!("sqlock-test-{pid}-{table}.db"))
 }
 
 /// The backends a test runs on: SQLite always, the servers when reachable (or required).

@@ -26,6 +26,8 @@ struct Lease {
     valid_until: Instant,
     /// Renew only while before this instant (the hold cap, or now for no renewal).
     renew_until: Option<Instant>,
+    /// The epoch of the handle's presence session the lease claims, if it claims one.
+    presence: Option<u64>,
     lost: watch::Sender<Option<LostReason>>,
 }
 
@@ -62,6 +64,8 @@ pub(crate) struct Track {
     pub(crate) sent: Instant,
     /// `None`: renew for as long as it is held.
     pub(crate) renew_until: Option<Instant>,
+    /// The epoch of the presence session the grant claimed, if it claimed one.
+    pub(crate) presence: Option<u64>,
 }
 
 /// Ends the watchdog task with the state: the task holds it weakly between ticks and
@@ -130,6 +134,8 @@ impl State {
                     if lease.token == token {
                         lease.holds += 1;
                         lease.valid_until = lease.valid_until.max(t.sent + t.ttl);
+                        // The re-entry recorded the session it was granted under.
+                        lease.presence = t.presence.or(lease.presence);
                         lease.renew_until = match (lease.renew_until, t.renew_until) {
                             (Some(a), Some(b)) => Some(a.max(b)),
                             _ => None,
@@ -167,6 +173,7 @@ impl State {
                     holds: 1,
                     valid_until: t.sent + t.ttl,
                     renew_until: t.renew_until,
+                    presence: t.presence,
                     lost: tx,
                 },
             );
@@ -288,6 +295,36 @@ impl State {
             }
         }
         Self::earliest_lapse(&groups)
+    }
+
+    /// The shortest period of the groups due at `now` that hold a lease claiming
+    /// presence: the presence session is checked then, within that period.
+    pub(super) fn presence_due(&self, now: Instant) -> Option<Duration> {
+        let groups = self.lock();
+        groups
+            .values()
+            .filter(|g| g.next <= now && g.leases.values().any(|l| l.presence.is_some()))
+            .map(|g| g.period)
+            .min()
+    }
+
+    /// Fires every lease that claims a presence session of an epoch before `epoch`:
+    /// that session was found gone, and another owner may have taken the lease.
+    pub(crate) fn presence_lost(&self, epoch: u64) {
+        let mut groups = self.lock();
+        for group in groups.values_mut() {
+            let lost: Vec<String> = group
+                .leases
+                .iter()
+                .filter(|(_, l)| l.presence.is_some_and(|e| e < epoch))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in lost {
+                if let Some(lease) = group.leases.remove(&key) {
+                    self.fire(&lease, LostReason::PresenceLost);
+                }
+            }
+        }
     }
 
     /// When the first tracked lease may lapse, if no renewal confirms it first.

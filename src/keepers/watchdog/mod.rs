@@ -13,6 +13,10 @@
 //! shortens a lease (renewals and extensions keep a later expiry), so the expiry it
 //! holds is never earlier than that instant, and the lost signal, which fires there,
 //! never fires after another owner could be granted the key.
+//!
+//! With presence, each tick that renews a lease claiming it first asks whether the
+//! handle's presence session still holds its marker; when it does not, every lease
+//! that claimed the session is lost at once: another owner may have taken it.
 
 mod leases;
 
@@ -27,6 +31,8 @@ use crate::db::statement::batch_json;
 use crate::db::values::Renew;
 use crate::db::Db;
 use crate::support::lost::LostSignal;
+
+use super::presence::Presence;
 
 use self::leases::Batch;
 pub(crate) use self::leases::{State, Track};
@@ -55,20 +61,32 @@ pub(crate) struct Watchdog {
     target: Target,
 }
 
-/// What the renewals are sent with: the handle's backend and owner.
+/// What the renewals are sent with: the handle's backend and owner, and its
+/// presence, when it has one.
 #[derive(Debug, Clone)]
 struct Target {
     db: Db,
     owner: String,
+    presence: Option<Arc<Presence>>,
 }
 
 impl Watchdog {
     /// A watchdog that renews on `db` as `owner`, every `interval` (by default a third
-    /// of each lease's TTL). Its task starts with the first lease.
-    pub(crate) fn new(interval: Option<Duration>, db: Db, owner: String) -> Self {
+    /// of each lease's TTL). Its task starts with the first lease. With `presence`, the
+    /// task checks the handle's presence session at each tick.
+    pub(crate) fn new(
+        interval: Option<Duration>,
+        db: Db,
+        owner: String,
+        presence: Option<Arc<Presence>>,
+    ) -> Self {
         Self {
             state: Arc::new(State::new(interval)),
-            target: Target { db, owner },
+            target: Target {
+                db,
+                owner,
+                presence,
+            },
         }
     }
 
@@ -76,6 +94,12 @@ impl Watchdog {
     /// registration id to unregister with.
     pub(crate) fn register(&self, key: &str, token: i64, t: Track) -> (LostSignal, u64) {
         let registered = self.state.track(key, token, t);
+        // Granted under a presence session found gone meanwhile: lost at once.
+        if let (Some(p), Some(epoch)) = (&self.target.presence, t.presence) {
+            if epoch < p.epoch() {
+                self.state.presence_lost(p.epoch());
+            }
+        }
         if !self.state.started.swap(true, Ordering::AcqRel) {
             let wake = self.state.wake.clone();
             tokio::spawn(run(Arc::downgrade(&self.state), wake, self.target.clone()));
@@ -102,6 +126,14 @@ async fn run(weak: Weak<State>, wake: Arc<Notify>, target: Target) {
             let Some(state) = weak.upgrade() else {
                 return;
             };
+            if let Some(presence) = &target.presence {
+                if let Some(limit) = state.presence_due(Instant::now()) {
+                    // A check with no answer in time tells nothing: the next tick asks
+                    // again, and the leases lapse by the clock meanwhile if need be.
+                    presence.check(limit).await;
+                }
+                state.presence_lost(presence.epoch());
+            }
             let (due, next_tick) = state.due(Instant::now());
             for (ttl, batch) in due {
                 tick(&state, &target, ttl, batch).await;

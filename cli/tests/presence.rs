@@ -1,0 +1,137 @@
+//! Presence, the default of `sqlock run` where it is safe: a SIGKILLed `sqlock run`
+//! leaves its 60 s lease to the next `sqlock run` at once, not at its expiry. Checked
+//! on the database's clock: the next holder's grant (`held_since` in `list --json`,
+//! which its command runs) comes before the dead holder's lease would have expired, and
+//! its token is higher. With --no-presence (or SQLOCK_NO_PRESENCE=1) the key stays
+//! taken. The time from the kill to the next command's start, start-up included, is
+//! printed.
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{backends, in_parallel, key, signal, stderr, wait_for_line, Backend, BIN};
+
+/// A bound for what should take far less, so that a broken build fails rather than
+/// hangs. Not a timing assertion.
+const LIVENESS: Duration = Duration::from_secs(20);
+
+/// The lock on `k` as `list --json` reports it, if it is listed.
+fn listed(b: &Backend, k: &str) -> Option<serde_json::Value> {
+    let o = b.sqlock(&["list", "--json"]);
+    assert!(o.status.success(), "{}: {}", b.name, stderr(&o));
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    all.as_array()?.iter().find(|l| l["key"] == k).cloned()
+}
+
+fn time(v: &serde_json::Value) -> chrono::DateTime<chrono::FixedOffset> {
+    chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap()
+}
+
+/// Starts a `sqlock run` holder of `k` with a 60 s TTL (and `extra` options), waits
+/// until its command runs, SIGKILLs the sqlock process, and returns the dead lease as
+/// listed just before.
+fn killed_holder(b: &Backend, k: &str, name: &str, extra: &[&str]) -> serde_json::Value {
+    let token_file = b.path(&format!("{name}.token"));
+    let script = format!(
+        "echo $SQLOCK_FENCING_TOKEN > {}; exec sleep 300",
+        token_file.display()
+    );
+    let mut args = vec!["run", "--ttl", "60s"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[k, "--", "sh", "-c", &script]);
+    let mut holder = b.spawn(name, &args);
+    wait_for_line(&token_file, LIVENESS);
+    let dead = listed(b, k).unwrap_or_else(|| panic!("{}: {k} not listed", b.name));
+    // The sqlock process, not its command: nothing releases the lock.
+    signal(holder.id(), "KILL");
+    holder.wait().unwrap();
+    dead
+}
+
+#[test]
+fn a_killed_run_leaves_the_key_to_the_next_run_at_once() {
+    in_parallel(backends("cli_presence"), |b| {
+        let k = key("presence");
+        let dead = killed_holder(&b, &k, "holder", &[]);
+        let killed = Instant::now();
+        // The next run lists the locks from inside its command: its own grant, on the
+        // server's clock.
+        let listing = b.path("listing.json");
+        let script = format!(
+            "{BIN} --database-url '{}' --table {} list --json > {}",
+            b.url,
+            b.table,
+            listing.display()
+        );
+        let next = b.sqlock(&["run", "--wait", "30s", &k, "--", "sh", "-c", &script]);
+        assert!(next.status.success(), "{}: {}", b.name, stderr(&next));
+        let took = killed.elapsed();
+        println!(
+            "{}: a SIGKILLed `sqlock run` (TTL 60 s) was followed by the next one's \
+             command {took:?} after the kill, start-up included",
+            b.name
+        );
+        let all: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&listing).unwrap()).unwrap();
+        let mine = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["key"] == k.as_str())
+            .cloned()
+            .unwrap_or_else(|| panic!("{}: the next run's lock is not listed", b.name));
+        assert!(
+            time(&mine["held_since"]) < time(&dead["expires_at"]),
+            "{}: granted at {} only, after the dead lease's expiry {}",
+            b.name,
+            mine["held_since"],
+            dead["expires_at"]
+        );
+        assert!(
+            mine["fencing_token"].as_i64() > dead["fencing_token"].as_i64(),
+            "{}: tokens rise",
+            b.name
+        );
+        assert_ne!(mine["owner"], dead["owner"]);
+    });
+}
+
+#[test]
+fn without_presence_a_killed_run_keeps_the_key() {
+    in_parallel(backends("cli_no_presence"), |b| {
+        let k = key("no-presence");
+        killed_holder(&b, &k, "holder", &["--no-presence"]);
+        // Tried for a while: never granted (the lease has a minute to go).
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(1) {
+            let next = b
+                .command(&["run", "--no-wait", &k, "--", "true"])
+                .env("SQLOCK_NO_PRESENCE", "1")
+                .output()
+                .unwrap();
+            assert_eq!(
+                next.status.code(),
+                Some(75),
+                "{}: {}",
+                b.name,
+                stderr(&next)
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+        let lease = listed(&b, &k).unwrap_or_else(|| panic!("{}: not listed", b.name));
+        assert!(lease["expires_in_ms"].as_u64().unwrap() > 30_000);
+    });
+}
+
+#[test]
+fn help_tells_of_presence() {
+    let o = std::process::Command::new(BIN)
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("--no-presence"), "{help}");
+    assert!(help.contains("presence marker"), "{help}");
+}
