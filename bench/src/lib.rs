@@ -25,6 +25,7 @@ mod run;
 // What the parts measure and against what.
 mod baseline;
 mod figures;
+mod peers;
 
 // Support: the database and the table, statement counts, samples, progress, failures.
 mod connect;
@@ -42,7 +43,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 use sqlock::{DbPool, Dialect, Locker, Strategy};
 
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, Hidden, HoldArgs};
 use crate::failure::Failure;
 
 pub use failure::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE};
@@ -78,10 +79,25 @@ where
         Ok(rt) => rt,
         Err(e) => return report(&Failure::Other(format!("cannot start the runtime: {e}"))),
     };
-    match runtime.block_on(bench(args)) {
+    let outcome = match &args.hidden {
+        Some(Hidden::Hold(h)) => {
+            let outcome = runtime.block_on(hold(&args, h));
+            // The holder may still be reading its stdin: do not wait for it.
+            runtime.shutdown_background();
+            outcome
+        }
+        None => runtime.block_on(bench(args)),
+    };
+    match outcome {
         Ok(()) => 0,
         Err(failure) => report(&failure),
     }
+}
+
+/// The peers part's holder process: holds a lock until it is killed.
+async fn hold(args: &BenchArgs, h: &HoldArgs) -> Result<(), Failure> {
+    let url = connect::database_url(args.database_url.as_deref());
+    parts::peers::hold(&url, &args.table, h).await
 }
 
 /// Prints a failure on stderr and returns its exit status.
@@ -122,22 +138,25 @@ async fn bench(args: BenchArgs) -> Result<(), Failure> {
         ));
     }
     let url = connect::database_url(args.database_url.as_deref());
-    let pool_size = args.most_workers().max(args.waiters + 1) + SPARE_CONNECTIONS;
-    let db = connect::connect(&url, pool_size).await?;
-    let outcome = in_table(&db, &args).await;
+    let mut workers = args.most_workers().max(args.waiters + 1);
+    if args.part("peers") {
+        workers = workers.max(parts::peers::WORKERS[1] as u32);
+    }
+    let db = connect::connect(&url, workers + SPARE_CONNECTIONS).await?;
+    let outcome = in_table(&db, &url, &args).await;
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, db.close()).await;
     outcome
 }
 
 /// Makes the table, runs, leaves the table as it was found whatever happened, and
 /// writes the results.
-async fn in_table(db: &DbPool, args: &BenchArgs) -> Result<(), Failure> {
+async fn in_table(db: &DbPool, url: &str, args: &BenchArgs) -> Result<(), Failure> {
     let table = &args.table;
     let strategies = strategies(db.dialect(), args)?;
     let existed = table::check_own(db, table).await?;
     let base = Locker::builder(db.clone()).table(table.as_str()).build()?;
     base.create_table().await?;
-    let outcome = run::run_all(db, table, &base, &strategies, args).await;
+    let outcome = run::run_all(db, url, table, &base, &strategies, args).await;
     drop(base);
     let cleaned = table::clean_up(db, table, existed).await;
     let report = outcome?;

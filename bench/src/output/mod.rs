@@ -3,6 +3,7 @@
 
 mod csv;
 mod json;
+mod peers;
 mod svg;
 mod tables;
 mod targets;

@@ -1,0 +1,106 @@
+//! Statements and durable flushes per cycle: one worker cycling on a key of its own,
+//! with the server's own flush counter read before and after, for every contender in
+//! rounds that alternate them.
+//!
+//! PostgreSQL counts its WAL syncs in `pg_stat_wal.wal_sync` (PostgreSQL 14 and
+//! later); MariaDB its redo log syncs in the status variable `Innodb_os_log_fsyncs`,
+//! which MariaDB 10.8 and later no longer have: there `Innodb_data_fsyncs`, every sync
+//! InnoDB makes, the redo log's among them. Both count for the whole server, so other work on it only adds: the round with the
+//! fewest is the contender's own. The statements are those sqlx reports sending.
+
+use std::time::Duration;
+
+use sqlock::{DbPool, Dialect};
+
+use super::cycles::{alternate, cyclers};
+use super::{key, Setup};
+use crate::count;
+use crate::db::{number, texts};
+use crate::failure::{db_failure, Failure};
+use crate::figures::PeerFlushes;
+
+/// Cycles per round.
+const CYCLES: u64 = 200;
+/// At most this many rounds: each costs two waits on PostgreSQL.
+const MOST_ROUNDS: u32 = 3;
+/// How long PostgreSQL may take to publish a backend's WAL counts: a backend going
+/// idle publishes them at most once a second.
+const PG_STATS_DELAY: Duration = Duration::from_millis(1500);
+
+/// MariaDB's flush counters, the one wanted first (`ORDER BY ... DESC`).
+const MARIADB_COUNTERS: &str = "SELECT VARIABLE_NAME, VARIABLE_VALUE \
+     FROM information_schema.GLOBAL_STATUS \
+     WHERE VARIABLE_NAME IN ('INNODB_OS_LOG_FSYNCS', 'INNODB_DATA_FSYNCS') \
+     ORDER BY VARIABLE_NAME DESC";
+
+/// The server's flush counter now, once the counts of the work before are published,
+/// with its name.
+async fn read(db: &DbPool) -> Result<(u64, String), Failure> {
+    let (name, value) = match db.dialect() {
+        Dialect::Postgres => {
+            tokio::time::sleep(PG_STATS_DELAY).await;
+            let sql = "SELECT wal_sync FROM pg_stat_wal";
+            let n = number(db, sql.into()).await.map_err(db_failure)?;
+            ("pg_stat_wal.wal_sync".to_owned(), n.to_string())
+        }
+        _ => {
+            let names = texts(db, MARIADB_COUNTERS.into(), 0).await;
+            let values = texts(db, MARIADB_COUNTERS.into(), 1).await;
+            match (names.map_err(db_failure)?, values.map_err(db_failure)?) {
+                (n, v) if !n.is_empty() && !v.is_empty() => (n[0].clone(), v[0].clone()),
+                _ => return Err(Failure::Other("the server has no flush counter".into())),
+            }
+        }
+    };
+    let value = value
+        .parse()
+        .map_err(|_| Failure::Other(format!("cannot read {name}: {value:?}")))?;
+    Ok((value, name))
+}
+
+/// Every contender's statements and flushes per cycle; the counter's name.
+pub(super) async fn flushes(s: &Setup<'_>) -> Result<(Vec<PeerFlushes>, String), Failure> {
+    let cyclers = cyclers(s)?;
+    let rounds = s.args.rounds.min(MOST_ROUNDS);
+    let mut acc: Vec<PeerFlushes> = cyclers
+        .iter()
+        .map(|c| PeerFlushes {
+            who: c.who,
+            cycles: CYCLES,
+            statements: 0.0,
+            flushes: Vec::new(),
+        })
+        .collect();
+    let mut statements = vec![0u64; cyclers.len()];
+    let mut counter = String::new();
+    for round in 0..rounds {
+        s.progress.note(&format!(
+            "peers: statements and flushes, {CYCLES} cycles each, round {}/{rounds}",
+            round + 1
+        ));
+        for i in alternate(cyclers.len(), round) {
+            let c = &cyclers[i];
+            let mut w = c.worker(s)?;
+            let key = key(c.who, "flush", 0);
+            // Connection, prepared statements and the key's row: not counted.
+            w.cycle(s.db, &key).await?;
+            let (before, name) = read(s.db).await?;
+            counter = name;
+            let counted = count::snapshot();
+            for _ in 0..CYCLES {
+                if w.cycle(s.db, &key).await?.is_none() {
+                    return Err(Failure::Other(format!("{key:?} was busy")));
+                }
+            }
+            statements[i] += count::snapshot().since(&counted).total();
+            let (after, _) = read(s.db).await?;
+            acc[i]
+                .flushes
+                .push(after.saturating_sub(before) as f64 / CYCLES as f64);
+        }
+    }
+    for (f, n) in acc.iter_mut().zip(statements) {
+        f.statements = n as f64 / (CYCLES * u64::from(rounds)) as f64;
+    }
+    Ok((acc, counter))
+}
