@@ -99,6 +99,11 @@ pub(crate) struct BenchArgs {
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub(crate) crashes: u32,
 
+    /// Cycles per round of the peers part's statements and flushes (10 to 100000).
+    #[arg(long, value_name = "N", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(10..=100_000))]
+    pub(crate) flush_cycles: u64,
+
     /// The TTL of the leases whose holder the peers part kills.
     #[arg(long, value_name = "DUR", default_value = "2s", value_parser = parse_interval)]
     pub(crate) crash_ttl: Duration,

@@ -72,6 +72,7 @@ pub(crate) fn to_json(r: &Report, targets: &[Target], args: &BenchArgs) -> Value
             "leases": args.leases,
             "scale_rows": args.scale_rows,
             "crashes": args.crashes,
+            "flush_cycles": args.flush_cycles,
             "crash_ttl_ms": args.crash_ttl.as_millis() as u64,
         },
         "uncontended": uncontended,

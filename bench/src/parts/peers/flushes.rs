@@ -19,8 +19,6 @@ use crate::db::{number, texts};
 use crate::failure::{db_failure, Failure};
 use crate::figures::PeerFlushes;
 
-/// Cycles per round.
-const CYCLES: u64 = 200;
 /// At most this many rounds: each costs two waits on PostgreSQL.
 const MOST_ROUNDS: u32 = 3;
 /// How long PostgreSQL may take to publish a backend's WAL counts: a backend going
@@ -62,11 +60,12 @@ async fn read(db: &DbPool) -> Result<(u64, String), Failure> {
 pub(super) async fn flushes(s: &Setup<'_>) -> Result<(Vec<PeerFlushes>, String), Failure> {
     let cyclers = cyclers(s)?;
     let rounds = s.args.rounds.min(MOST_ROUNDS);
+    let cycles = s.args.flush_cycles;
     let mut acc: Vec<PeerFlushes> = cyclers
         .iter()
         .map(|c| PeerFlushes {
             who: c.who,
-            cycles: CYCLES,
+            cycles,
             statements: 0.0,
             flushes: Vec::new(),
         })
@@ -75,7 +74,7 @@ pub(super) async fn flushes(s: &Setup<'_>) -> Result<(Vec<PeerFlushes>, String),
     let mut counter = String::new();
     for round in 0..rounds {
         s.progress.note(&format!(
-            "peers: statements and flushes, {CYCLES} cycles each, round {}/{rounds}",
+            "peers: statements and flushes, {cycles} cycles each, round {}/{rounds}",
             round + 1
         ));
         for i in alternate(cyclers.len(), round) {
@@ -87,7 +86,7 @@ pub(super) async fn flushes(s: &Setup<'_>) -> Result<(Vec<PeerFlushes>, String),
             let (before, name) = read(s.db).await?;
             counter = name;
             let counted = count::snapshot();
-            for _ in 0..CYCLES {
+            for _ in 0..cycles {
                 if w.cycle(s.db, &key).await?.is_none() {
                     return Err(Failure::Other(format!("{key:?} was busy")));
                 }
@@ -96,11 +95,11 @@ pub(super) async fn flushes(s: &Setup<'_>) -> Result<(Vec<PeerFlushes>, String),
             let (after, _) = read(s.db).await?;
             acc[i]
                 .flushes
-                .push(after.saturating_sub(before) as f64 / CYCLES as f64);
+                .push(after.saturating_sub(before) as f64 / cycles as f64);
         }
     }
     for (f, n) in acc.iter_mut().zip(statements) {
-        f.statements = n as f64 / (CYCLES * u64::from(rounds)) as f64;
+        f.statements = n as f64 / (cycles * u64::from(rounds)) as f64;
     }
     Ok((acc, counter))
 }
