@@ -21,11 +21,11 @@ use crate::failure::Failure;
 /// How long connecting may take, and how long a lock waits for a pooled connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A provider of the crate for the database, on a pool of its own.
+/// A provider of the crate for the database, on a pool of its own (kept, to close).
 #[derive(Clone)]
 pub(crate) enum Provider {
-    Postgres(std::sync::Arc<PostgresLockProvider>),
-    MySql(std::sync::Arc<MySqlLockProvider>),
+    Postgres(std::sync::Arc<PostgresLockProvider>, sqlx08::PgPool),
+    MySql(std::sync::Arc<MySqlLockProvider>, sqlx08::MySqlPool),
 }
 
 fn failure(what: &str, e: impl std::fmt::Display) -> Failure {
@@ -54,11 +54,11 @@ impl Provider {
                     .await
                     .map_err(unreachable)?;
                 let provider = PostgresLockProvider::builder()
-                    .pool(pool)
+                    .pool(pool.clone())
                     .build()
                     .await
                     .map_err(|e| failure("provider", e))?;
-                Self::Postgres(provider.into())
+                Self::Postgres(provider.into(), pool)
             }
             Dialect::MySql => {
                 let options = sqlx08::mysql::MySqlConnectOptions::from_str(url)
@@ -71,14 +71,22 @@ impl Provider {
                     .await
                     .map_err(unreachable)?;
                 let provider = MySqlLockProvider::builder()
-                    .pool(pool)
+                    .pool(pool.clone())
                     .build()
                     .await
                     .map_err(|e| failure("provider", e))?;
-                Self::MySql(provider.into())
+                Self::MySql(provider.into(), pool)
             }
             _ => return Ok(None),
         }))
+    }
+
+    /// Closes the crate's pool: its connections end.
+    pub(crate) async fn close(&self) {
+        match self {
+            Self::Postgres(_, pool) => pool.close().await,
+            Self::MySql(_, pool) => pool.close().await,
+        }
     }
 }
 
@@ -111,12 +119,12 @@ fn lock_of<'a, P: LockProvider>(
 impl Worker {
     pub(crate) fn new(provider: &Provider) -> Self {
         match provider {
-            Provider::Postgres(p) => Self::Postgres {
+            Provider::Postgres(p, _) => Self::Postgres {
                 provider: p.clone(),
                 lock: None,
                 held: None,
             },
-            Provider::MySql(p) => Self::MySql {
+            Provider::MySql(p, _) => Self::MySql {
                 provider: p.clone(),
                 lock: None,
                 held: None,

@@ -47,6 +47,17 @@ impl PeerPools {
     }
 }
 
+impl PeerPools {
+    /// Closes every pool: their connections end.
+    pub(crate) async fn close(&self) {
+        self.db.close().await;
+        #[cfg(feature = "peers")]
+        if let Some(p) = &self.distributed_lock {
+            p.close().await;
+        }
+    }
+}
+
 /// One worker of a contender, holding at most one lock at a time.
 pub(crate) enum PeerWorker {
     /// The library: a handle of its own, and its guard while it holds the lock.

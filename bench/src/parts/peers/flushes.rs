@@ -18,12 +18,16 @@ use crate::count;
 use crate::db::{number, texts};
 use crate::failure::{db_failure, Failure};
 use crate::figures::PeerFlushes;
+use crate::peers::{PeerPools, PeerWorker};
 
 /// At most this many rounds: each costs two waits on PostgreSQL.
 const MOST_ROUNDS: u32 = 3;
-/// How long PostgreSQL may take to publish a backend's WAL counts: a backend going
-/// idle publishes them at most once a second.
-const PG_STATS_DELAY: Duration = Duration::from_millis(1500);
+/// The connections of one measurement: its worker's, and the library's spare.
+const CONNECTIONS: u32 = 2;
+/// How long the server may take to end closed connections and publish their counts.
+const EXIT_DELAY: Duration = Duration::from_millis(300);
+/// How long closing a measurement's pools may take.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// MariaDB's flush counters, the one wanted first (`ORDER BY ... DESC`).
 const MARIADB_COUNTERS: &str = "SELECT VARIABLE_NAME, VARIABLE_VALUE \
@@ -31,12 +35,10 @@ const MARIADB_COUNTERS: &str = "SELECT VARIABLE_NAME, VARIABLE_VALUE \
      WHERE VARIABLE_NAME IN ('INNODB_OS_LOG_FSYNCS', 'INNODB_DATA_FSYNCS') \
      ORDER BY VARIABLE_NAME DESC";
 
-/// The server's flush counter now, once the counts of the work before are published,
-/// with its name.
+/// The server's flush counter now, with its name.
 async fn read(db: &DbPool) -> Result<(u64, String), Failure> {
     let (name, value) = match db.dialect() {
         Dialect::Postgres => {
-            tokio::time::sleep(PG_STATS_DELAY).await;
             let sql = "SELECT wal_sync FROM pg_stat_wal";
             let n = number(db, sql.into()).await.map_err(db_failure)?;
             ("pg_stat_wal.wal_sync".to_owned(), n.to_string())
@@ -54,6 +56,45 @@ async fn read(db: &DbPool) -> Result<(u64, String), Failure> {
         .parse()
         .map_err(|_| Failure::Other(format!("cannot read {name}: {value:?}")))?;
     Ok((value, name))
+}
+
+/// One cycle of `w`, which must find the lock free.
+async fn once(w: &mut PeerWorker, db: &DbPool, key: &str) -> Result<(), Failure> {
+    match w.cycle(db, key).await? {
+        Some(_) => Ok(()),
+        None => Err(Failure::Other(format!("{key:?} was busy"))),
+    }
+}
+
+/// Runs `work` with a worker of contender `i` on pools of its own, which are closed
+/// afterwards, whatever happened: their connections end, and the server publishes
+/// what they did.
+async fn on_connections_of_its_own<F, Fut, T>(
+    s: &Setup<'_>,
+    i: usize,
+    work: F,
+) -> Result<T, Failure>
+where
+    F: FnOnce(PeerWorker, DbPool) -> Fut,
+    Fut: std::future::Future<Output = Result<T, Failure>>,
+{
+    let db = crate::connect::connect(s.url, CONNECTIONS).await?;
+    let pools = PeerPools::connect(&db, s.url, CONNECTIONS).await?;
+    let own = Setup {
+        db: &db,
+        url: s.url,
+        table: s.table,
+        args: s.args,
+        progress: s.progress,
+        pools: pools.clone(),
+    };
+    let outcome = match cyclers(&own)?.get(i).map(|c| c.worker(&own)) {
+        Some(Ok(w)) => work(w, db.clone()).await,
+        Some(Err(e)) => Err(e),
+        None => Err(Failure::Other("BUG: the contenders changed".into())),
+    };
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, pools.close()).await;
+    outcome
 }
 
 /// Every contender's statements and flushes per cycle; the counter's name.
@@ -78,20 +119,29 @@ pub(super) async fn flushes(s: &Setup<'_>) -> Result<(Vec<PeerFlushes>, String),
             round + 1
         ));
         for i in alternate(cyclers.len(), round) {
-            let c = &cyclers[i];
-            let mut w = c.worker(s)?;
-            let key = key(c.who, "flush", 0);
-            // Connection, prepared statements and the key's row: not counted.
-            w.cycle(s.db, &key).await?;
+            let key = &key(cyclers[i].who, "flush", 0);
+            // The key's row, made once: not counted.
+            on_connections_of_its_own(
+                s,
+                i,
+                |mut w, db| async move { once(&mut w, &db, key).await },
+            )
+            .await?;
+            tokio::time::sleep(EXIT_DELAY).await;
             let (before, name) = read(s.db).await?;
             counter = name;
-            let counted = count::snapshot();
-            for _ in 0..cycles {
-                if w.cycle(s.db, &key).await?.is_none() {
-                    return Err(Failure::Other(format!("{key:?} was busy")));
+            let sent = on_connections_of_its_own(s, i, |mut w, db| async move {
+                // The connection and its prepared statements: not counted.
+                once(&mut w, &db, key).await?;
+                let counted = count::snapshot();
+                for _ in 0..cycles {
+                    once(&mut w, &db, key).await?;
                 }
-            }
-            statements[i] += count::snapshot().since(&counted).total();
+                Ok(count::snapshot().since(&counted).total())
+            })
+            .await?;
+            statements[i] += sent;
+            tokio::time::sleep(EXIT_DELAY).await;
             let (after, _) = read(s.db).await?;
             acc[i]
                 .flushes
