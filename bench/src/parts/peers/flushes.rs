@@ -20,8 +20,8 @@ use crate::failure::{db_failure, Failure};
 use crate::figures::PeerFlushes;
 use crate::peers::{PeerPools, PeerWorker};
 
-/// At most this many rounds: each costs two waits on PostgreSQL.
-const MOST_ROUNDS: u32 = 3;
+/// At most this many rounds, of `--rounds`: each costs two waits for the server.
+const MOST_ROUNDS: u32 = 10;
 /// The connections of one measurement: its worker's, and the library's spare.
 const CONNECTIONS: u32 = 2;
 /// How long the server may take to end closed connections and publish their counts.
