@@ -5,13 +5,13 @@
 //! uncontended acquire+release with several worker counts (library, the same
 //! statements sent raw, native locks, Redis), the statements one acquisition and one
 //! release send, handoff under contention, the watchdog's statements per tick, and,
-//! when asked, latency in a large table. Each measurement is split into rounds that
+//! when asked, latency in a large table and sqlock beside its peers (the `peers` part). Each measurement is split into rounds that
 //! alternate with its baselines, so that a change in the machine's load during the run
 //! falls on all of them alike.
 //!
 //! `main.rs` only calls [`main`]. The modules form layers, each using only those
 //! below it: this file and `run.rs` on top, then the parts, the output, the
-//! baselines, the figures, and the support at the bottom.
+//! baselines and the peers, the figures, and the support at the bottom.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
@@ -22,7 +22,8 @@ mod output;
 mod parts;
 mod run;
 
-// What the parts measure and against what.
+// What the parts measure and against what: the baselines, the peers (the
+// distributed-lock crates only with the `peers` feature), and the figures.
 mod baseline;
 mod figures;
 mod peers;

@@ -94,9 +94,6 @@ pub(crate) fn targets(r: &Report) -> Vec<Target> {
             met: Some(w.ticks > 0 && per_tick <= TICK_TARGET),
         });
     }
-    if let Some(p) = &r.peers {
-        super::peers::targets(r.dialect, p, &mut out);
-    }
     if let Some(s) = &r.scale {
         let (mut small, mut big) = (s.small.clone(), s.big.clone());
         let (a, b) = (ms(small.percentile(99.0)), ms(big.percentile(99.0)));

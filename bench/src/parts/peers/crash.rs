@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use sqlock::{LockerBuilder, Strategy, TableName};
 
-use super::cycles::alternate;
-use super::{slug, Setup};
+use super::setup::{alternate, key, slug, Setup};
 use crate::args::HoldArgs;
 use crate::failure::Failure;
 use crate::figures::{Contender, PeerCrash};
@@ -137,7 +136,7 @@ impl Drop for Holder {
 
 /// One holder started, a waiter waiting, the holder killed: kill to grant.
 async fn trial(s: &Setup<'_>, who: Contender, ttl: Duration) -> Result<Duration, Failure> {
-    let key = super::key(who, "crash", 0);
+    let key = key(who, "crash", 0);
     let exe = std::env::current_exe()
         .map_err(|e| Failure::Other(format!("cannot find this program to rerun: {e}")))?;
     let mut child = Command::new(exe)

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use sqlock::{Locker, Strategy};
 use tokio::task::JoinSet;
 
-use super::{key, Setup, WORKERS};
+use super::setup::{alternate, key, Setup, WORKERS};
 use crate::baseline::statements::RawStatements;
 use crate::count::{self, Snapshot};
 use crate::failure::Failure;
@@ -147,13 +147,4 @@ pub(super) async fn cycles(s: &Setup<'_>) -> Result<Vec<PeerCycles>, Failure> {
         out.extend(acc.into_iter().flatten());
     }
     Ok(out)
-}
-
-/// The order of `n` contenders in round `round`: forward, then backward.
-pub(super) fn alternate(n: usize, round: u32) -> Vec<usize> {
-    if round % 2 == 0 {
-        (0..n).collect()
-    } else {
-        (0..n).rev().collect()
-    }
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use sqlock::{DbPool, Dialect};
 
-use super::cycles::{alternate, cyclers};
-use super::{key, Setup};
+use super::cycles::cyclers;
+use super::setup::{alternate, key, Setup};
 use crate::count;
 use crate::db::{number, texts};
 use crate::failure::{db_failure, Failure};

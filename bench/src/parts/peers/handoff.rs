@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use sqlock::{Dialect, Locker, Strategy};
 use tokio::task::JoinSet;
 
-use super::cycles::alternate;
-use super::{key, Setup};
+use super::setup::{alternate, key, Setup};
 use crate::failure::Failure;
 use crate::figures::{Contender, PeerHandoff};
 use crate::parts::contended::{Handoff, FOR_UPDATE_GRACE};
