@@ -19,7 +19,10 @@ use sqlock::{Strategy, TableName};
 /// raw, the server's native locks and, with --redis-url, Redis; handoff latency and
 /// statements per waiter with workers contending for one key; the watchdog's
 /// statements per tick with many leases held; with --scale-rows, latency in a large
-/// table and the plans of the lock statements.
+/// table and the plans of the lock statements; with --parts peers, sqlock beside
+/// sqlx's PgAdvisoryLock, MariaDB's GET_LOCK and (built with the peers feature) the
+/// distributed-lock crates: uncontended cycles with 1 and 8 workers, handoff, recovery
+/// from a holder process killed with SIGKILL, statements and durable flushes per cycle.
 /// Results go to stdout as tables, progress to stderr.
 ///
 /// The database URL comes from --database-url, else SQLOCK_DATABASE_URL, else
@@ -85,11 +88,25 @@ pub(crate) struct BenchArgs {
     pub(crate) strategies: Vec<Strategy>,
 
     /// The parts to run: uncontended, contended, watchdog, scale (scale also needs
-    /// --scale-rows).
+    /// --scale-rows), and peers (PostgreSQL and MariaDB only; not run unless named).
     #[arg(long, value_name = "PART,...", value_delimiter = ',',
           default_value = "uncontended,contended,watchdog,scale",
-          value_parser = ["uncontended", "contended", "watchdog", "scale"])]
+          value_parser = ["uncontended", "contended", "watchdog", "scale", "peers"])]
     pub(crate) parts: Vec<String>,
+
+    /// How many times each contender of the peers part has its holder killed (1 to 100).
+    #[arg(long, value_name = "N", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) crashes: u32,
+
+    /// Cycles per round of the peers part's statements and flushes (10 to 100000).
+    #[arg(long, value_name = "N", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(10..=100_000))]
+    pub(crate) flush_cycles: u64,
+
+    /// The TTL of the leases whose holder the peers part kills.
+    #[arg(long, value_name = "DUR", default_value = "2s", value_parser = parse_interval)]
+    pub(crate) crash_ttl: Duration,
 
     /// Leases one handle holds while the watchdog's ticks are counted (0 skips it).
     #[arg(long, value_name = "N", default_value_t = 10_000,
@@ -119,6 +136,32 @@ pub(crate) struct BenchArgs {
     /// Draw throughput against workers per strategy as an SVG chart in this file.
     #[arg(long, value_name = "FILE")]
     pub(crate) svg: Option<PathBuf>,
+
+    /// The peers part's holder process, which the run starts and kills (hidden).
+    #[command(subcommand)]
+    pub(crate) hidden: Option<Hidden>,
+}
+
+/// What the benchmark runs itself as; not for users.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum Hidden {
+    /// Take a lock, say `held` on stdout, and hold it until killed.
+    #[command(name = "__hold", hide = true)]
+    Hold(HoldArgs),
+}
+
+/// The lock a holder process takes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct HoldArgs {
+    /// The contender: a sqlock variant of the crash part, or a peer.
+    #[arg(long)]
+    pub(crate) contender: String,
+    /// The key to hold.
+    #[arg(long)]
+    pub(crate) key: String,
+    /// The TTL of the lease, for the sqlock variants.
+    #[arg(long, value_parser = parse_interval)]
+    pub(crate) ttl: Duration,
 }
 
 impl BenchArgs {
@@ -180,6 +223,8 @@ mod tests {
         assert_eq!(args.hold, Duration::from_millis(50));
         assert_eq!(args.workers, [1, 2, 4, 8]);
         assert!(args.part("scale") && args.part("watchdog"));
+        assert!(!args.part("peers") && args.hidden.is_none());
+        assert_eq!(args.crash_ttl, Duration::from_secs(2));
         assert_eq!(args.most_workers(), 8);
     }
 

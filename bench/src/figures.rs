@@ -191,6 +191,7 @@ pub(crate) struct Report {
     pub(crate) contended: Vec<Contended>,
     pub(crate) watchdog: Option<WatchdogRun>,
     pub(crate) scale: Option<ScaleRun>,
+    pub(crate) peers: Option<PeersRun>,
 }
 
 impl Report {
@@ -208,6 +209,124 @@ impl Report {
             .map(|m| m.workers)
             .max()
             .unwrap_or(1)
+    }
+}
+
+/// The worker counts of the peers part's uncontended cycles.
+pub(crate) const PEER_WORKERS: [usize; 2] = [1, 8];
+
+/// Who takes the lock in the peers part: sqlock, its statements sent raw, or a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Contender {
+    /// The library, as its variant's builder options make it (`lease`, `for-update`,
+    /// `lease, notify`...).
+    Sqlock(&'static str),
+    /// The library's lease statements sent raw through sqlx.
+    Raw,
+    /// sqlx's `PgAdvisoryLock` (PostgreSQL).
+    Advisory,
+    /// `GET_LOCK` / `RELEASE_LOCK` sent through sqlx (MariaDB).
+    GetLock,
+    /// The published crate `distributed-lock-postgres` or `distributed-lock-mysql`.
+    DistributedLock,
+}
+
+impl Contender {
+    /// How the tables and the files name it.
+    pub(crate) fn label(self, dialect: Dialect) -> String {
+        match self {
+            Self::Sqlock(v) => format!("sqlock {v}"),
+            Self::Raw => "sqlock lease, raw statements".into(),
+            Self::Advisory => "sqlx PgAdvisoryLock".into(),
+            Self::GetLock => "GET_LOCK (sqlx)".into(),
+            Self::DistributedLock if dialect == Dialect::Postgres => {
+                "distributed-lock-postgres 0.2".into()
+            }
+            Self::DistributedLock => "distributed-lock-mysql 0.2".into(),
+        }
+    }
+
+    /// Whether this is the library itself.
+    pub(crate) fn is_sqlock(self) -> bool {
+        matches!(self, Self::Sqlock(_))
+    }
+}
+
+/// One contender's uncontended cycles with some workers, summed over its rounds.
+#[derive(Debug, Clone)]
+pub(crate) struct PeerCycles {
+    pub(crate) who: Contender,
+    pub(crate) workers: usize,
+    pub(crate) ops: u64,
+    pub(crate) secs: f64,
+    pub(crate) latency: Samples,
+    pub(crate) stmts: Snapshot,
+}
+
+impl PeerCycles {
+    /// Acquire+release cycles per second.
+    pub(crate) fn per_sec(&self) -> f64 {
+        per(self.ops, self.secs)
+    }
+}
+
+/// One contender's handoffs between workers contending for one key.
+#[derive(Debug, Clone)]
+pub(crate) struct PeerHandoff {
+    pub(crate) who: Contender,
+    pub(crate) workers: usize,
+    pub(crate) grants: u64,
+    pub(crate) secs: f64,
+    pub(crate) handoff: Samples,
+}
+
+/// One contender's crash recoveries: from the SIGKILL of a holder process to the grant
+/// to a waiter already waiting.
+#[derive(Debug, Clone)]
+pub(crate) struct PeerCrash {
+    pub(crate) who: Contender,
+    /// What frees a dead holder's lock, as the contender is set up.
+    pub(crate) freed_by: String,
+    pub(crate) recovery: Samples,
+}
+
+/// One contender's statements and durable flushes per cycle.
+#[derive(Debug, Clone)]
+pub(crate) struct PeerFlushes {
+    pub(crate) who: Contender,
+    /// Cycles per round.
+    pub(crate) cycles: u64,
+    /// Statements per cycle as sqlx saw them, over every round.
+    pub(crate) statements: f64,
+    /// The server's flushes per cycle in each round (server-wide counters: other work
+    /// on the server only adds, so the least is the contender's own).
+    pub(crate) flushes: Vec<f64>,
+}
+
+impl PeerFlushes {
+    /// The fewest flushes per cycle of any round.
+    pub(crate) fn least(&self) -> f64 {
+        self.flushes.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// The peers part: sqlock beside the peers, in the same rounds.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PeersRun {
+    pub(crate) cycles: Vec<PeerCycles>,
+    pub(crate) handoff: Vec<PeerHandoff>,
+    pub(crate) crash: Vec<PeerCrash>,
+    pub(crate) flushes: Vec<PeerFlushes>,
+    /// The server counter the flushes are read from.
+    pub(crate) flush_counter: String,
+    /// Whether the distributed-lock crates were built in (the `peers` feature).
+    pub(crate) distributed_lock: bool,
+}
+
+impl PeersRun {
+    /// The cycles of `who` with `n` workers.
+    pub(crate) fn cycles_of(&self, who: Contender, n: usize) -> Option<&PeerCycles> {
+        self.cycles.iter().find(|c| c.who == who && c.workers == n)
     }
 }
 

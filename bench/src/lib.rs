@@ -5,13 +5,13 @@
 //! uncontended acquire+release with several worker counts (library, the same
 //! statements sent raw, native locks, Redis), the statements one acquisition and one
 //! release send, handoff under contention, the watchdog's statements per tick, and,
-//! when asked, latency in a large table. Each measurement is split into rounds that
+//! when asked, latency in a large table and sqlock beside its peers (the `peers` part). Each measurement is split into rounds that
 //! alternate with its baselines, so that a change in the machine's load during the run
 //! falls on all of them alike.
 //!
 //! `main.rs` only calls [`main`]. The modules form layers, each using only those
 //! below it: this file and `run.rs` on top, then the parts, the output, the
-//! baselines, the figures, and the support at the bottom.
+//! baselines and the peers, the figures, and the support at the bottom.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
@@ -22,9 +22,11 @@ mod output;
 mod parts;
 mod run;
 
-// What the parts measure and against what.
+// What the parts measure and against what: the baselines, the peers (the
+// distributed-lock crates only with the `peers` feature), and the figures.
 mod baseline;
 mod figures;
+mod peers;
 
 // Support: the database and the table, statement counts, samples, progress, failures.
 mod connect;
@@ -42,7 +44,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 use sqlock::{DbPool, Dialect, Locker, Strategy};
 
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, Hidden, HoldArgs};
 use crate::failure::Failure;
 
 pub use failure::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE};
@@ -78,10 +80,25 @@ where
         Ok(rt) => rt,
         Err(e) => return report(&Failure::Other(format!("cannot start the runtime: {e}"))),
     };
-    match runtime.block_on(bench(args)) {
+    let outcome = match &args.hidden {
+        Some(Hidden::Hold(h)) => {
+            let outcome = runtime.block_on(hold(&args, h));
+            // The holder may still be reading its stdin: do not wait for it.
+            runtime.shutdown_background();
+            outcome
+        }
+        None => runtime.block_on(bench(args)),
+    };
+    match outcome {
         Ok(()) => 0,
         Err(failure) => report(&failure),
     }
+}
+
+/// The peers part's holder process: holds a lock until it is killed.
+async fn hold(args: &BenchArgs, h: &HoldArgs) -> Result<(), Failure> {
+    let url = connect::database_url(args.database_url.as_deref());
+    parts::peers::hold(&url, &args.table, h).await
 }
 
 /// Prints a failure on stderr and returns its exit status.
@@ -122,22 +139,25 @@ async fn bench(args: BenchArgs) -> Result<(), Failure> {
         ));
     }
     let url = connect::database_url(args.database_url.as_deref());
-    let pool_size = args.most_workers().max(args.waiters + 1) + SPARE_CONNECTIONS;
-    let db = connect::connect(&url, pool_size).await?;
-    let outcome = in_table(&db, &args).await;
+    let mut workers = args.most_workers().max(args.waiters + 1);
+    if args.part("peers") {
+        workers = workers.max(parts::peers::WORKERS[1] as u32);
+    }
+    let db = connect::connect(&url, workers + SPARE_CONNECTIONS).await?;
+    let outcome = in_table(&db, &url, &args).await;
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, db.close()).await;
     outcome
 }
 
 /// Makes the table, runs, leaves the table as it was found whatever happened, and
 /// writes the results.
-async fn in_table(db: &DbPool, args: &BenchArgs) -> Result<(), Failure> {
+async fn in_table(db: &DbPool, url: &str, args: &BenchArgs) -> Result<(), Failure> {
     let table = &args.table;
     let strategies = strategies(db.dialect(), args)?;
     let existed = table::check_own(db, table).await?;
     let base = Locker::builder(db.clone()).table(table.as_str()).build()?;
     base.create_table().await?;
-    let outcome = run::run_all(db, table, &base, &strategies, args).await;
+    let outcome = run::run_all(db, url, table, &base, &strategies, args).await;
     drop(base);
     let cleaned = table::clean_up(db, table, existed).await;
     let report = outcome?;

@@ -7,12 +7,14 @@ use crate::args::BenchArgs;
 use crate::db::server_version;
 use crate::failure::{db_failure, Failure};
 use crate::figures::Report;
-use crate::parts::{contended, scale, uncontended, watchdog};
+use crate::parts::{contended, peers, scale, uncontended, watchdog};
 use crate::progress::Progress;
 
-/// Runs the parts `args` asks for in `table`, with `base` a handle on it.
+/// Runs the parts `args` asks for in `table`, with `base` a handle on it; `url` is
+/// where `db` connects, for the peers part's own pools and holder processes.
 pub(crate) async fn run_all(
     db: &DbPool,
+    url: &str,
     table: &TableName,
     base: &Locker,
     strategies: &[Strategy],
@@ -35,6 +37,7 @@ pub(crate) async fn run_all(
         contended: Vec::new(),
         watchdog: None,
         scale: None,
+        peers: None,
     };
     progress.note(&format!(
         "{dialect} {} in table {table}, {} CPUs, load {}",
@@ -55,6 +58,9 @@ pub(crate) async fn run_all(
     }
     if let (true, Some(rows)) = (args.part("scale"), args.scale_rows) {
         report.scale = Some(scale::scale(db, table, rows, args, &progress).await?);
+    }
+    if args.part("peers") {
+        report.peers = Some(peers::peers(db, url, table, args, &progress).await?);
     }
     report.load_after = loadavg();
     report.secs = progress.secs();

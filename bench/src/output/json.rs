@@ -71,6 +71,9 @@ pub(crate) fn to_json(r: &Report, targets: &[Target], args: &BenchArgs) -> Value
             "poll_ms": args.poll.as_secs_f64() * 1000.0,
             "leases": args.leases,
             "scale_rows": args.scale_rows,
+            "crashes": args.crashes,
+            "flush_cycles": args.flush_cycles,
+            "crash_ttl_ms": args.crash_ttl.as_millis() as u64,
         },
         "uncontended": uncontended,
         "round_trips": r.round_trips.iter().map(|t| json!({
@@ -104,6 +107,7 @@ pub(crate) fn to_json(r: &Report, targets: &[Target], args: &BenchArgs) -> Value
                 "explain": s.explain.iter().map(|(n, l)| json!({"statement": n, "plan": l})).collect::<Vec<_>>(),
             })
         }),
+        "peers": r.peers.as_ref().map(|p| super::peers::json(r.dialect, p)),
         "targets": targets.iter().map(|t| json!({
             "name": t.name,
             "value": t.value,

@@ -3,6 +3,7 @@
 
 mod csv;
 mod json;
+mod peers;
 mod svg;
 mod tables;
 mod targets;
@@ -15,7 +16,10 @@ use crate::figures::Report;
 
 /// Prints the tables (unless the JSON goes to stdout) and writes the files asked for.
 pub(crate) fn emit(r: &Report, args: &BenchArgs) -> Result<(), Failure> {
-    let targets = targets::targets(r);
+    let mut targets = targets::targets(r);
+    if let Some(p) = &r.peers {
+        peers::targets(r.dialect, p, &mut targets);
+    }
     let to_stdout = args.json.as_deref() == Some(Path::new("-"));
     if !to_stdout {
         print!("{}", tables::tables(r, &targets, args));

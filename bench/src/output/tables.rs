@@ -163,6 +163,9 @@ pub(crate) fn tables(r: &Report, targets: &[Target], args: &BenchArgs) -> String
             }
         }
     }
+    if let Some(p) = &r.peers {
+        o.push_str(&super::peers::text(r, p, args.rounds, args.hold));
+    }
     let _ = writeln!(o, "\nTargets");
     for t in targets {
         let mark = match t.met {

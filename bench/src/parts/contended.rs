@@ -16,8 +16,8 @@ use crate::progress::Progress;
 use crate::stats::Samples;
 use crate::table::{KEY_PREFIX, TTL};
 
-/// The handoff bookkeeping of one contended run.
-struct Handoff {
+/// The handoff bookkeeping of one contended run, which the peers part shares.
+pub(crate) struct Handoff {
     state: Mutex<HandoffState>,
     grants: watch::Sender<u64>,
     deadline: Instant,
@@ -32,8 +32,34 @@ struct HandoffState {
 }
 
 impl Handoff {
+    /// The bookkeeping of a run that ends at `deadline`.
+    pub(crate) fn new(deadline: Instant) -> Arc<Self> {
+        let (tx, _) = watch::channel(0);
+        Arc::new(Self {
+            state: Mutex::new(HandoffState::default()),
+            grants: tx,
+            deadline,
+        })
+    }
+
+    /// When the run ends.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// A receiver of the grant count, for [`wait_for_other`](Self::wait_for_other).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.grants.subscribe()
+    }
+
+    /// The grants counted and the handoffs measured, once the run is over.
+    pub(crate) fn finish(&self) -> (u64, Samples) {
+        let st = std::mem::take(&mut *self.state.lock().unwrap_or_else(|e| e.into_inner()));
+        (st.grants, st.handoff)
+    }
+
     /// Records a grant to worker `me`; returns the grant count after it.
-    fn granted(&self, me: usize) -> u64 {
+    pub(crate) fn granted(&self, me: usize) -> u64 {
         let now = Instant::now();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if now <= self.deadline {
@@ -51,14 +77,14 @@ impl Handoff {
     }
 
     /// Records that worker `me` is about to release.
-    fn releasing(&self, me: usize) {
+    pub(crate) fn releasing(&self, me: usize) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.release = Some((Instant::now(), me));
     }
 
     /// Waits until another worker was granted the lock after grant `seen` (so that a
     /// releaser does not take the lock straight back), or the run is over.
-    async fn wait_for_other(&self, rx: &mut watch::Receiver<u64>, seen: u64) {
+    pub(crate) async fn wait_for_other(&self, rx: &mut watch::Receiver<u64>, seen: u64) {
         while *rx.borrow_and_update() == seen {
             let left = self.deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
@@ -107,7 +133,7 @@ async fn contend(
 /// last second and inflate the statements per waiter; with this much more, every wait
 /// is spent in the database. The rows granted after the end are not counted, and the
 /// waiters left hand the lock on to each other within a few holds.
-const FOR_UPDATE_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const FOR_UPDATE_GRACE: Duration = Duration::from_secs(2);
 
 /// How a contended worker takes its lock.
 enum ContendedLock {
@@ -228,13 +254,8 @@ pub(crate) async fn contended(
                     }
                 });
             }
-            let (tx, _) = watch::channel(0);
             let before = count::snapshot();
-            let h = Arc::new(Handoff {
-                state: Mutex::new(HandoffState::default()),
-                grants: tx,
-                deadline: Instant::now() + slice,
-            });
+            let h = Handoff::new(Instant::now() + slice);
             let mut set = JoinSet::new();
             for (me, lock) in locks.into_iter().enumerate() {
                 set.spawn(contend(h.clone(), me, key.clone(), args.hold, lock));
@@ -245,14 +266,14 @@ pub(crate) async fn contended(
                     joined.map_err(|e| Failure::Other(format!("a worker failed: {e}")))??;
             }
             let stmts = count::snapshot().since(&before);
-            let st = std::mem::take(&mut *h.state.lock().unwrap_or_else(|e| e.into_inner()));
+            let (grants, handoff) = h.finish();
             let m = Contended {
                 waiting,
                 strategy: s.map_or("advisory", Strategy::name),
                 workers,
-                grants: st.grants,
+                grants,
                 secs: slice.as_secs_f64(),
-                handoff: st.handoff,
+                handoff,
                 stmts,
                 wait_secs,
             };
