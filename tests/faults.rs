@@ -15,7 +15,13 @@
 //! and 3307, both under libfaketime), which it restarts and whose clock it moves; the
 //! main servers are never touched. Bounded: each phase runs `SQLOCK_FAULT_SECS`
 //! seconds (default 30; the third at most 60), about two minutes in all. A longer
-//! value is the soak run (docs/guarantees.md); it ends with a table of the figures.
+//! value is the soak run (docs/guarantees.md); it ends with a table of the figures,
+//! which it also writes, with the facts of the run and the machine, to the file
+//! `SQLOCK_FAULT_RECORD` names (the records the docs publish are in `docs/soak/`).
+//!
+//! Every cut's rules count the packets they drop; a probe process cut each way before
+//! the phases must lose packets, and a phase fails unless, on each server, every
+//! direction that was cut had cuts that dropped packets.
 //!
 //! It has a main of its own (no test harness) because the workers are this binary
 //! again, started with `--worker`.
@@ -1119,6 +1125,9 @@ impl Figures {
             summary = self.summary(),
             table = self.table(),
         );
+        if let Some(dir) = std::path::Path::new(path).parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         std::fs::write(path, text).with_context(|| format!("writing the record {path}"))?;
         println!("the record of the run is in {path}");
         Ok(())
