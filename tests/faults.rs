@@ -15,7 +15,13 @@
 //! and 3307, both under libfaketime), which it restarts and whose clock it moves; the
 //! main servers are never touched. Bounded: each phase runs `SQLOCK_FAULT_SECS`
 //! seconds (default 30; the third at most 60), about two minutes in all. A longer
-//! value is the soak run (docs/guarantees.md); it ends with a table of the figures.
+//! value is the soak run (docs/guarantees.md); it ends with a table of the figures,
+//! which it also writes, with the facts of the run and the machine, to the file
+//! `SQLOCK_FAULT_RECORD` names (the records the docs publish are in `docs/soak/`).
+//!
+//! Every cut's rules count the packets they drop; a probe process cut each way before
+//! the phases must lose packets, and a phase fails unless, on each server, every
+//! direction that was cut had cuts that dropped packets.
 //!
 //! It has a main of its own (no test harness) because the workers are this binary
 //! again, started with `--worker`.
@@ -24,13 +30,13 @@ mod common;
 
 use std::process::{ExitCode, Stdio};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
 use common::history::{self, Event, Kind, Verdict};
-use common::partition::{Direction, Partitions};
+use common::partition::{Direction, Dropped, Partitions};
 use common::{clock, Backend};
 use nix::sys::signal::{kill as signal, Signal};
 use nix::unistd::Pid;
@@ -48,7 +54,7 @@ const WORKERS: usize = 4;
 /// The one key every worker of a workload contends for.
 const KEY: &str = "counter";
 /// The cgroup a worker moves itself into, so that a partition can single it out.
-const CGROUP_ENV: &str = "SQLOCK_FAULT_CGROUP";
+const CGROUP_ENV: &str = common::partition::CGROUP_ENV;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -66,6 +72,8 @@ fn main() -> ExitCode {
         .expect("a tokio runtime");
     let outcome = if args.get(1).map(String::as_str) == Some("--worker") {
         rt.block_on(async { worker(WorkerArgs::parse(&args[2..])?).await })
+    } else if args.get(1).map(String::as_str) == Some(common::partition::PROBE_ARG) {
+        rt.block_on(common::partition::probe(&args[2]))
     } else {
         rt.block_on(suite())
     };
@@ -388,17 +396,40 @@ struct Injected {
     cuts_long: AtomicUsize,
     /// Cuts by direction: to the server, from the server, both ways.
     cuts_by_direction: [AtomicUsize; 3],
+    /// Cuts whose rules dropped at least one packet, by direction.
+    cuts_dropping: [AtomicUsize; 3],
+    /// Packets the cuts' rules dropped, in all.
+    packets_dropped: AtomicU64,
 }
 
 impl Injected {
     fn cuts(&self) -> usize {
         self.cuts_short.load(Ordering::Relaxed) + self.cuts_long.load(Ordering::Relaxed)
     }
+
+    fn cuts_dropping(&self) -> usize {
+        self.cuts_dropping
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Counts a healed cut and what its rules dropped.
+    fn healed(&self, direction: Direction, dropped: Dropped) {
+        if dropped.total() > 0 {
+            self.cuts_dropping[direction.index()].fetch_add(1, Ordering::Relaxed);
+        }
+        self.packets_dropped
+            .fetch_add(dropped.total(), Ordering::Relaxed);
+    }
 }
 
 /// What one workload found.
 struct Report {
     name: String,
+    dialect: Dialect,
+    strategy: Strategy,
+    fence: bool,
     verdict: Verdict,
     injected: Injected,
     rows: i64,
@@ -420,8 +451,8 @@ impl Report {
             "{}: {}; the table holds {} accepted writes, counter {}, lost updates {}, \
              writes out of token order {}; faults: {} kill rounds ({} connections), {} \
              pauses past the TTL, {} workers SIGKILLed, {} network cuts ({} shorter than \
-             the TTL, {} longer; {} to the server, {} from it, {} both ways); {} worker \
-             errors",
+             the TTL, {} longer; {} to the server, {} from it, {} both ways; {} dropped \
+             packets, {} in all); {} worker errors",
             self.name,
             self.verdict,
             self.rows,
@@ -438,6 +469,8 @@ impl Report {
             to.load(Ordering::Relaxed),
             from.load(Ordering::Relaxed),
             both.load(Ordering::Relaxed),
+            i.cuts_dropping(),
+            i.packets_dropped.load(Ordering::Relaxed),
             self.errors,
         );
     }
@@ -594,7 +627,7 @@ impl Workload {
 
     async fn run(self) -> anyhow::Result<Report> {
         let b = &self.backend;
-        let port = port_of(b.url())?;
+        let port = common::port_of(b.url())?;
         let admin = self.prepare().await?;
         let collected = Arc::new(Collected::default());
         let injected = Injected::default();
@@ -603,8 +636,16 @@ impl Workload {
         for slot in 0..WORKERS {
             slots.push(self.spawn(slot, until, &collected)?);
         }
+        // The cuts in place, each healed by a task of its own after its length, or
+        // early when the run ends; each says what its rules dropped.
+        let mut cuts = tokio::task::JoinSet::new();
+        let (end_cuts, cuts_ended) = tokio::sync::watch::channel(false);
         while Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(fastrand::u64(300..800))).await;
+            while let Some(healed) = cuts.try_join_next() {
+                let (direction, dropped) = healed??;
+                injected.healed(direction, dropped);
+            }
             // Faults hit the holder more often than not: that is where they matter.
             let holders: Vec<usize> = (0..WORKERS)
                 .filter(|&i| slots[i].holding.load(Ordering::Relaxed))
@@ -666,7 +707,8 @@ impl Workload {
                     } else {
                         Duration::from_millis(fastrand::u64(200..800))
                     };
-                    let cut = net.cut(name, port, Direction::ALL[d])?;
+                    let direction = Direction::ALL[d];
+                    let cut = net.cut(name, port, direction)?;
                     injected.cuts_by_direction[d].fetch_add(1, Ordering::Relaxed);
                     if long {
                         injected.cuts_long.fetch_add(1, Ordering::Relaxed);
@@ -675,10 +717,15 @@ impl Workload {
                     }
                     slot.paused.store(true, Ordering::Relaxed);
                     let (paused, net) = (slot.paused.clone(), net.clone());
-                    tokio::spawn(async move {
-                        tokio::time::sleep(length).await;
-                        net.heal(cut);
+                    let mut ended = cuts_ended.clone();
+                    cuts.spawn(async move {
+                        tokio::select! {
+                            _ = tokio::time::sleep(length) => {}
+                            _ = ended.wait_for(|e| *e) => {}
+                        }
+                        let dropped = tokio::task::spawn_blocking(move || net.heal(cut)).await?;
                         paused.store(false, Ordering::Relaxed);
+                        anyhow::Ok((direction, dropped?))
                     });
                 }
                 _ => {
@@ -690,10 +737,12 @@ impl Workload {
             }
         }
         // Every worker ends on its own at the deadline; a cut one is healed and a paused
-        // one woken first. (Workloads of one phase share the rule table: healing early
-        // what another still cuts only shortens that cut.)
-        if let Some(net) = &self.net {
-            net.heal_all()?;
+        // one woken first. Each cut's rules are read and taken away by their own task
+        // (the workloads of a phase share the rule table, so none flushes it).
+        end_cuts.send_replace(true);
+        while let Some(healed) = cuts.join_next().await {
+            let (direction, dropped) = healed??;
+            injected.healed(direction, dropped);
         }
         for slot in &mut slots {
             if let Some(pid) = slot.pid() {
@@ -721,6 +770,9 @@ impl Workload {
         };
         Ok(Report {
             name: self.name(),
+            dialect: b.dialect,
+            strategy: self.strategy,
+            fence: self.fence,
             // A for-update lock ends with its connection, which the driver kills: only
             // the leased strategies are bound to last their TTL, and only by a clock
             // that does not jump.
@@ -741,13 +793,6 @@ impl Workload {
             errors: collected.errors.load(Ordering::Relaxed),
         })
     }
-}
-
-/// The port of a loopback server URL.
-fn port_of(url: &str) -> anyhow::Result<u16> {
-    let authority = url.split('/').nth(2).context("a server URL")?;
-    let port = authority.rsplit(':').next().context("a port")?;
-    port.parse().with_context(|| format!("the port of {url}"))
 }
 
 /// Restarts a fault server, down for 1.5 s each time, at random moments of the run:
@@ -871,28 +916,51 @@ struct Totals {
     sigkills: usize,
     cuts: usize,
     cuts_long: usize,
+    cuts_dropping: usize,
+    packets_dropped: u64,
     violations: usize,
     lost_updates: i64,
 }
 
+/// The name of a server in the tables.
+fn server_name(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Postgres => "PostgreSQL",
+        _ => "MariaDB",
+    }
+}
+
+/// One row of the table: server, strategy, fence, and its figures.
+type Row = (&'static str, Strategy, bool, Totals);
+
 /// The figures of a whole run, in the order the workloads were first reported.
 #[derive(Debug, Default)]
 struct Figures {
-    rows: Vec<(String, Totals)>,
+    rows: Vec<Row>,
     restarts: usize,
     jumps: Jumps,
+    /// What the calibrating cuts of a probe dropped, per server.
+    calibration: Vec<(&'static str, Dropped)>,
+    /// How long each phase ran.
+    phases: Vec<Duration>,
 }
 
 impl Figures {
     fn add(&mut self, r: &Report) {
-        let i = match self.rows.iter().position(|(n, _)| *n == r.name) {
+        let server = server_name(r.dialect);
+        let i = match self
+            .rows
+            .iter()
+            .position(|(s, st, f, _)| *s == server && *st == r.strategy && *f == r.fence)
+        {
             Some(i) => i,
             None => {
-                self.rows.push((r.name.clone(), Totals::default()));
+                self.rows
+                    .push((server, r.strategy, r.fence, Totals::default()));
                 self.rows.len() - 1
             }
         };
-        let t = &mut self.rows[i].1;
+        let t = &mut self.rows[i].3;
         let load = |a: &AtomicUsize| a.load(Ordering::Relaxed);
         t.grants += r.verdict.grants;
         t.rows += r.rows;
@@ -904,29 +972,26 @@ impl Figures {
         t.sigkills += load(&r.injected.sigkills);
         t.cuts += r.injected.cuts();
         t.cuts_long += load(&r.injected.cuts_long);
+        t.cuts_dropping += r.injected.cuts_dropping();
+        t.packets_dropped += r.injected.packets_dropped.load(Ordering::Relaxed);
         t.violations += r.verdict.violations.len();
         t.lost_updates += r.lost_updates();
     }
 
-    fn print(&self) {
-        println!(
-            "\nfigures of the whole run ({} server restarts; the clock jumped {} times \
-             forward and {} back, at most {} s ahead and {} s behind):",
-            self.restarts,
-            self.jumps.forward,
-            self.jumps.backward,
-            self.jumps.ahead,
-            self.jumps.behind
+    /// The table of the figures, as docs/guarantees.md shows it.
+    fn table(&self) -> String {
+        let mut out = String::from(
+            "| server | strategy | fence | grants | writes accepted | stale writes rejected \
+             | outcome unknown | connection kills (connections) | pauses | SIGKILLs \
+             | network cuts (longer than the TTL) | cuts that dropped packets (packets) \
+             | violations | lost updates |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
-        println!(
-            "| workload | grants | writes accepted | stale writes rejected | outcome unknown \
-             | kills (connections) | pauses | SIGKILLs | network cuts (longer than the TTL) \
-             | violations | lost updates |"
-        );
-        println!("|---|---|---|---|---|---|---|---|---|---|---|");
-        for (name, t) in &self.rows {
-            println!(
-                "| {name} | {} | {} | {} | {} | {} ({}) | {} | {} | {} ({}) | **{}** | **{}** |",
+        for (server, strategy, fence, t) in &self.rows {
+            out += &format!(
+                "| {server} | {strategy} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} ({}) \
+                 | {} ({}) | **{}** | **{}** |\n",
+                if *fence { "on" } else { "off" },
                 t.grants,
                 t.rows,
                 t.rejected,
@@ -937,10 +1002,135 @@ impl Figures {
                 t.sigkills,
                 t.cuts,
                 t.cuts_long,
+                t.cuts_dropping,
+                t.packets_dropped,
                 t.violations,
                 t.lost_updates
             );
         }
+        out
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{} server restarts; the clock jumped {} times forward and {} back, at most {} s \
+             ahead and {} s behind",
+            self.restarts,
+            self.jumps.forward,
+            self.jumps.backward,
+            self.jumps.ahead,
+            self.jumps.behind
+        )
+    }
+
+    fn print(&self) {
+        println!("\nfigures of the whole run ({}):", self.summary());
+        print!("{}", self.table());
+    }
+
+    /// Writes the figures and the facts of the run and its machine to `path`, as the
+    /// record of a soak run (`SQLOCK_FAULT_RECORD`).
+    async fn record(
+        &self,
+        path: &str,
+        started: chrono::DateTime<chrono::Utc>,
+        secs: u64,
+        servers: &[Backend],
+    ) -> anyhow::Result<()> {
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(["-C", env!("CARGO_MANIFEST_DIR")])
+                .args(args)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default()
+        };
+        let commit = git(&["rev-parse", "--short=12", "HEAD"]);
+        let dirty = !git(&["status", "--porcelain", "--untracked-files=no"]).is_empty();
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|c| {
+                c.lines()
+                    .find_map(|l| l.strip_prefix("model name"))
+                    .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+            .unwrap_or_else(|| "unknown CPU".into());
+        let cores = std::thread::available_parallelism().map_or(0, usize::from);
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|k| k.trim().to_owned())
+            .unwrap_or_default();
+        let mut versions = Vec::new();
+        for b in servers {
+            let pool = b.pool().await?;
+            let v: String = match &pool {
+                DbPool::Postgres(p) => {
+                    sqlx::query_scalar("SHOW server_version")
+                        .fetch_one(p)
+                        .await?
+                }
+                DbPool::MySql(p) => sqlx::query_scalar("SELECT VERSION()").fetch_one(p).await?,
+                _ => anyhow::bail!("the fault workload runs on the servers"),
+            };
+            versions.push(format!("{} {v}", server_name(b.dialect)));
+            pool.close().await;
+        }
+        let phases: Vec<String> = self
+            .phases
+            .iter()
+            .zip([
+                "1 (every fault but the clock)",
+                "2 (the clock jumping too)",
+                "3 (the fence off)",
+            ])
+            .map(|(d, name)| format!("phase {name} {} s", d.as_secs()))
+            .collect();
+        let total: Duration = self.phases.iter().sum();
+        let calibration: Vec<String> = self
+            .calibration
+            .iter()
+            .map(|(s, d)| {
+                format!(
+                    "{s} {} packets to the server and {} from it",
+                    d.to_server, d.from_server
+                )
+            })
+            .collect();
+        let text = format!(
+            "# Fault workload run of {date}\n\n\
+             Written by `tests/faults.rs` at the end of the run. A table of \
+             `docs/guarantees.md` that links here shows the figures below, which \
+             `tests/soak_record.rs` checks.\n\n\
+             - Started {start}, at commit `{commit}`{dirty}.\n\
+             - Length: `SQLOCK_FAULT_SECS={secs}`; measured {phases}; {minutes} minutes in \
+             all.\n\
+             - Machine: {cores} cores ({cpu}), Linux {kernel}.\n\
+             - Servers: {versions}, both under libfaketime.\n\
+             - Before the phases, cuts of a probe process dropped {calibration}.\n\
+             - {summary}.\n\n\
+             Phases summed, per server, strategy and fence setting. \"Network cuts\" counts \
+             the cuts made, \"cuts that dropped packets\" those whose nft rules dropped at \
+             least one packet, with the packets all of them dropped.\n\n\
+             {table}",
+            date = started.format("%Y-%m-%d"),
+            start = started.format("%Y-%m-%d %H:%M UTC"),
+            dirty = if dirty {
+                " with uncommitted changes"
+            } else {
+                ""
+            },
+            phases = phases.join(", "),
+            minutes = (total.as_secs() + 30) / 60,
+            versions = versions.join(" and "),
+            calibration = calibration.join("; "),
+            summary = self.summary(),
+            table = self.table(),
+        );
+        if let Some(dir) = std::path::Path::new(path).parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, text).with_context(|| format!("writing the record {path}"))?;
+        println!("the record of the run is in {path}");
+        Ok(())
     }
 }
 
@@ -1033,13 +1223,37 @@ async fn fenced_phase(
             v.unknown
         );
     }
+    // A cut is shown to cut by its rules' counters: on every server, each direction
+    // that was cut had cuts that dropped packets.
     for b in servers {
-        let cuts: usize = reports
+        let of_server: Vec<&Report> = reports.iter().filter(|r| r.dialect == b.dialect).collect();
+        let sum = |f: &dyn Fn(&Injected) -> usize| -> usize {
+            of_server.iter().map(|r| f(&r.injected)).sum()
+        };
+        let cuts = sum(&|i| i.cuts());
+        let dropping = sum(&|i| i.cuts_dropping());
+        let packets: u64 = of_server
             .iter()
-            .filter(|r| r.name.starts_with(&b.dialect.to_string()))
-            .map(|r| r.injected.cuts())
+            .map(|r| r.injected.packets_dropped.load(Ordering::Relaxed))
             .sum();
+        println!(
+            "{}: {dropping} of {cuts} network cuts dropped packets ({packets} packets)",
+            b.dialect
+        );
         anyhow::ensure!(cuts > 0, "{}: no network cut was made", b.dialect);
+        for d in Direction::ALL {
+            let made = sum(&|i| i.cuts_by_direction[d.index()].load(Ordering::Relaxed));
+            let dropped = sum(&|i| i.cuts_dropping[d.index()].load(Ordering::Relaxed));
+            println!(
+                "{}: cuts {d}: {dropped} of {made} dropped packets",
+                b.dialect
+            );
+            anyhow::ensure!(
+                made == 0 || dropped > 0,
+                "{}: none of the {made} cuts {d} dropped a packet",
+                b.dialect
+            );
+        }
     }
     let rejected: usize = reports.iter().map(|r| r.verdict.rejected).sum();
     anyhow::ensure!(
@@ -1056,6 +1270,7 @@ async fn suite() -> anyhow::Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(30);
     let run_for = Duration::from_secs(secs);
+    let started = chrono::Utc::now();
     let servers = common::fault_servers("faults").await;
     if servers.is_empty() {
         return Ok(());
@@ -1065,14 +1280,35 @@ async fn suite() -> anyhow::Result<()> {
     let _true_time = clock::Reset;
     verify_clock(&servers).await?;
     let mut figures = Figures::default();
+    // Cuts must cut: a probe's connection to each server, cut each way, drops packets.
+    for b in &servers {
+        let name = format!("sqlock_{}_probe", b.dialect);
+        let dropped = net
+            .calibrate(&name, b.url(), common::port_of(b.url())?)
+            .await?;
+        println!(
+            "{}: a cut of the probe dropped {} packets to the server and {} from it \
+             (cgroup level {})",
+            b.dialect,
+            dropped.to_server,
+            dropped.from_server,
+            net.level(&name)
+        );
+        figures.calibration.push((server_name(b.dialect), dropped));
+    }
 
     println!("== every fault but the clock, fenced");
+    let phase = Instant::now();
     fenced_phase(&servers, &net, false, run_for, &mut figures).await?;
+    figures.phases.push(phase.elapsed());
     println!("== every fault, the servers' clock jumping, fenced");
+    let phase = Instant::now();
     fenced_phase(&servers, &net, true, run_for, &mut figures).await?;
+    figures.phases.push(phase.elapsed());
 
     // The fence off, under pauses: stale holders write, and updates are lost.
     println!("== the fence off");
+    let phase = Instant::now();
     let mut runs = tokio::task::JoinSet::new();
     for b in &servers {
         let mut backend = b.clone();
@@ -1098,7 +1334,11 @@ async fn suite() -> anyhow::Result<()> {
             r.name
         );
     }
+    figures.phases.push(phase.elapsed());
     figures.print();
+    if let Ok(path) = std::env::var("SQLOCK_FAULT_RECORD") {
+        figures.record(&path, started, secs, &servers).await?;
+    }
     println!("fault workload: violations 0 with the fence on; updates lost with it off");
     Ok(())
 }

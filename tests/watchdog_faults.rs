@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use sqlock::{Dialect, Locker, LostReason};
@@ -87,27 +86,44 @@ async fn killed_connections_cause_no_false_loss() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn fault_db(server: &str, action: &str) -> anyhow::Result<()> {
+/// Stops or starts a fault server. The script runs as a child process the runtime
+/// waits on without blocking, so the watchdog under test keeps running meanwhile.
+async fn fault_db(server: &str, action: &str) -> anyhow::Result<()> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/fault-db.sh");
-    let status = Command::new("bash")
+    let status = tokio::process::Command::new("bash")
         .args([script, server, action])
-        .status()?;
+        .status()
+        .await?;
     anyhow::ensure!(status.success(), "fault-db.sh {server} {action} failed");
     Ok(())
 }
 
+/// The renewal period of the short restart, configured.
+const PERIOD: Duration = Duration::from_secs(1);
+
 async fn restart_scenarios(b: &common::Backend, server: &str) -> anyhow::Result<()> {
     b.fresh_table().await?;
 
-    // Down for less than the TTL: no loss. A renewal sent while the server is down
-    // either fails (and the next tick tries again) or waits for it to come back, for a
-    // period at most; a 2.5 s outage of a 6 s lease leaves it valid either way.
-    let a = b.builder().await?.ttl(Duration::from_secs(6)).build()?;
+    // Down for less than the TTL: no loss. A renewal is sent every period and given a
+    // period to answer, so an outage of two periods and a half holds one renewal from
+    // its start to its end: that renewal fails, and the next ones retry. The lease,
+    // confirmed at most a period before the stop, is valid for ten periods: the
+    // outage, the server's start and the first renewal after it fit with room to spare.
+    let ttl = PERIOD * 10;
+    let down = PERIOD * 5 / 2;
+    let a = b.builder().await?.ttl(ttl).renew_interval(PERIOD).build()?;
     let other = b.locker().await?;
     let g = a.try_acquire("short").await?.expect("short");
-    fault_db(server, "stop")?;
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
-    fault_db(server, "start")?;
+    // Stop right after a renewal (the outage begins when the stop returns).
+    let renewed = a.watchdog_stats().renewed;
+    let started = std::time::Instant::now();
+    while a.watchdog_stats().renewed <= renewed && started.elapsed() < ttl {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = a.watchdog_stats();
+    fault_db(server, "stop").await?;
+    tokio::time::sleep(down).await;
+    fault_db(server, "start").await?;
     let renewed = a.watchdog_stats().renewed;
     let started = std::time::Instant::now();
     while a.watchdog_stats().renewed <= renewed && started.elapsed() < Duration::from_secs(15) {
@@ -115,6 +131,11 @@ async fn restart_scenarios(b: &common::Backend, server: &str) -> anyhow::Result<
     }
     let s = a.watchdog_stats();
     println!("{}: restarted within the TTL: watchdog {s:?}", b.dialect);
+    assert!(
+        s.failed_ticks > before.failed_ticks,
+        "{}: no renewal met the outage, so it showed nothing",
+        b.dialect
+    );
     assert!(
         s.renewed > renewed,
         "{}: renewals did not recover",
@@ -131,13 +152,15 @@ async fn restart_scenarios(b: &common::Backend, server: &str) -> anyhow::Result<
     // Down for longer than the TTL: the signal fires by expiry plus one period.
     let ttl = Duration::from_millis(1_500);
     let period = ttl / 3;
+    // A handle of the default renewal period, a third of the TTL.
+    let a = b.locker().await?;
     let sent = tokio::time::Instant::now();
     let g = a.lock("long").ttl(ttl).try_acquire().await?.expect("long");
-    fault_db(server, "stop")?;
+    fault_db(server, "stop").await?;
     let mut lost = g.lost();
     let reason = tokio::time::timeout(Duration::from_secs(20), lost.wait()).await?;
     let fired_after = sent.elapsed();
-    fault_db(server, "start")?;
+    fault_db(server, "start").await?;
     println!(
         "{}: down past the TTL: lost ({reason:?}) {fired_after:?} after acquiring, TTL {ttl:?}",
         b.dialect
@@ -158,7 +181,7 @@ async fn restart_scenarios(b: &common::Backend, server: &str) -> anyhow::Result<
     Ok(())
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_restarts_within_and_beyond_the_ttl() -> anyhow::Result<()> {
     for b in common::fault_servers("wd_restart").await {
         let server = match b.dialect {
@@ -167,7 +190,7 @@ async fn server_restarts_within_and_beyond_the_ttl() -> anyhow::Result<()> {
         };
         let result = restart_scenarios(&b, server).await;
         // Whatever happened, leave the instance running for the next test.
-        fault_db(server, "start")?;
+        fault_db(server, "start").await?;
         result?;
     }
     Ok(())

@@ -3,8 +3,8 @@
 //! real clock jump leaves it.
 //!
 //! - On the servers a client's clock takes no part in expiry: a holder whose clock
-//!   jumps two minutes forward and then back keeps its 2 s lease, and nobody else is
-//!   granted the key meanwhile.
+//!   jumps two minutes forward and then back keeps its lease through renewals sent
+//!   under each jumped clock, and nobody else is granted the key meanwhile.
 //! - SQLite's database clock is the clock of the host each process runs on: the lease
 //!   statements read `julianday('now')` in the process that runs them. A process whose
 //!   clock runs ahead by more than the TTL sees a held lease as lapsed and takes the
@@ -17,7 +17,7 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{alive, backends, in_parallel, key, signal, stderr, wait_exit, wait_for_line};
+use common::{alive, backends, key, signal, stderr, wait_exit, wait_for_line, Backend};
 
 const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
@@ -35,6 +35,45 @@ fn set_offset(file: &Path, offset: &str) {
     fs::rename(&tmp, file).unwrap();
 }
 
+/// The holder's lease TTL. `sqlock run` renews every third of it ([`PERIOD`]), so the
+/// lease outlives two renewals that fail or come late before it could lapse.
+const TTL: Duration = Duration::from_secs(6);
+const PERIOD: Duration = Duration::from_secs(2);
+
+/// The expiry the database holds for `k`, as `list --json` reports it.
+fn expiry(b: &Backend, k: &str) -> Option<String> {
+    let o = b.sqlock(&["list", "--json"]);
+    assert!(o.status.success(), "{}: {}", b.name, stderr(&o));
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let lock = all.as_array()?.iter().find(|l| l["key"] == k)?;
+    lock["expires_at"].as_str().map(str::to_owned)
+}
+
+/// Waits until the holder of `k` has renewed twice since now (its expiry moved twice):
+/// the first may have been sent before now, the second surely was not. A bound of
+/// several TTLs, so that a holder that stopped renewing fails rather than hangs.
+fn two_renewals(b: &Backend, k: &str, what: &str) {
+    let mut last = expiry(b, k);
+    let mut moves = 0;
+    let started = std::time::Instant::now();
+    while moves < 2 {
+        assert!(
+            started.elapsed() < TTL * 5,
+            "{what}: the lease was not renewed twice in {:?} (expiry {last:?})",
+            TTL * 5
+        );
+        std::thread::sleep(PERIOD / 10);
+        let now = expiry(b, k);
+        assert!(now.is_some(), "{what}: the lock is no longer listed");
+        if now != last {
+            moves += 1;
+            last = now;
+        }
+    }
+}
+
+/// The four cases run one after the other: in parallel, each process under
+/// libfaketime, a slow machine could starve a holder's renewals.
 #[test]
 fn a_client_clock_jump_changes_nothing_on_the_servers() {
     need_faketime();
@@ -43,7 +82,7 @@ fn a_client_clock_jump_changes_nothing_on_the_servers() {
         .filter(|b| b.name != "sqlite")
         .flat_map(|b| ["lease", "insert"].map(move |s| (b.clone(), s)))
         .collect();
-    in_parallel(cases, |(b, strategy)| {
+    for (b, strategy) in cases {
         let what = format!("{} {strategy}", b.name);
         let k = key(&format!("client-clock-{strategy}"));
         let first = b.path(&format!("{strategy}-holder"));
@@ -61,7 +100,7 @@ fn a_client_clock_jump_changes_nothing_on_the_servers() {
                 "--strategy",
                 strategy,
                 "--ttl",
-                "2s",
+                &format!("{}s", TTL.as_secs()),
                 &k,
                 "--",
                 "sh",
@@ -101,9 +140,9 @@ fn a_client_clock_jump_changes_nothing_on_the_servers() {
                 (faked - now - want).abs() <= 5,
                 "{what}: date reads {faked}, now {now}"
             );
-            // Past the 2 s TTL: were the holder's clock used, its lease would be gone
-            // or the key taken.
-            std::thread::sleep(Duration::from_secs(3));
+            // Renewals sent under the jumped clock: were the holder's clock used in
+            // the expiry, the lease would be gone or the key taken now.
+            two_renewals(&b, &k, &format!("{what} {jump}"));
             let other = b.sqlock(&["run", "--strategy", strategy, "--no-wait", &k, "--", "true"]);
             assert_eq!(
                 other.status.code(),
@@ -120,7 +159,7 @@ fn a_client_clock_jump_changes_nothing_on_the_servers() {
         signal(holder.id(), "TERM");
         wait_exit(&mut holder, Duration::from_secs(10));
         assert!(!b.log(&log).contains("lost"), "{what}: {}", b.log(&log));
-    });
+    }
 }
 
 #[test]

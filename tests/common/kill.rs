@@ -4,7 +4,7 @@
 use std::str::FromStr;
 
 use sqlock::{DbPool, Dialect};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Executor;
 
@@ -78,15 +78,22 @@ pub async fn pool(b: &Backend, k: Killable) -> anyhow::Result<DbPool> {
     })
 }
 
-/// Ends, on the server, every connection tagged `name`; returns how many there were.
+/// MariaDB's error for a KILL of a connection that has ended already (ER_NO_SUCH_THREAD).
+const NO_SUCH_THREAD: u16 = 1094;
+
+/// Ends, on the server, every connection tagged `name`; returns how many it ended. A
+/// connection that ended by itself between the listing and its kill is not counted;
+/// any other failure to kill one is an error.
 pub async fn kill(b: &Backend, admin: &DbPool, name: &str) -> anyhow::Result<i64> {
     match b.dialect {
         Dialect::Postgres => {
+            // pg_terminate_backend answers false (with a warning) for a backend that
+            // is gone already, and fails on any other cause.
             b.scalar(
                 admin,
                 &format!(
-                    "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity \
-                     WHERE application_name = '{name}'"
+                    "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) AS ended \
+                     FROM pg_stat_activity WHERE application_name = '{name}') t WHERE ended"
                 ),
             )
             .await
@@ -100,11 +107,18 @@ pub async fn kill(b: &Backend, admin: &DbPool, name: &str) -> anyhow::Result<i64
             )))
             .fetch_all(p)
             .await?;
+            let mut killed = 0;
             for id in &ids {
-                // It may have ended already.
-                let _ = b.script(admin, &format!("KILL CONNECTION {id}")).await;
+                let kill = format!("KILL CONNECTION {id}");
+                match sqlx::raw_sql(sqlx::AssertSqlSafe(kill)).execute(p).await {
+                    Ok(_) => killed += 1,
+                    Err(sqlx::Error::Database(e))
+                        if e.try_downcast_ref::<MySqlDatabaseError>()
+                            .is_some_and(|e| e.number() == NO_SUCH_THREAD) => {}
+                    Err(e) => anyhow::bail!("KILL CONNECTION {id} ({name}): {e}"),
+                }
             }
-            Ok(ids.len() as i64)
+            Ok(killed)
         }
     }
 }

@@ -91,6 +91,13 @@ pub async fn fault_servers(name: &str) -> Vec<Backend> {
     connect_all(name, vec![(Dialect::Postgres, pg), (Dialect::MySql, my)]).await
 }
 
+/// The port of a loopback server URL.
+pub fn port_of(url: &str) -> anyhow::Result<u16> {
+    let authority = url.split('/').nth(2).context("a server URL")?;
+    let port = authority.rsplit(':').next().context("a port")?;
+    port.parse().with_context(|| format!("the port of {url}"))
+}
+
 /// A server of the pooler and cluster tests' own (`scripts/ha.sh up`): the URL in the
 /// environment variable `env`, or `default`. Empty when it cannot be reached and
 /// servers are not required; a failure when they are.
