@@ -30,10 +30,7 @@ pub(crate) struct SqlockVariant {
 }
 
 /// The sqlock contenders of the crash part. The holder and the waiter are built from
-/// the same line, so another variant is one line more here; the presence takeover,
-/// once `LockerBuilder::presence` exists, is:
-/// `SqlockVariant { name: "lease, presence", options: |b, ttl| b.ttl(ttl).presence(true),
-/// freed_by: |_| "the holder's presence session".into() },`
+/// the same line, so another variant is one line more here.
 pub(crate) const SQLOCK_VARIANTS: &[SqlockVariant] = &[
     SqlockVariant {
         name: "lease",
@@ -44,6 +41,11 @@ pub(crate) const SQLOCK_VARIANTS: &[SqlockVariant] = &[
         name: "for-update",
         options: |b, _| b.strategy(Strategy::ForUpdate),
         freed_by: |_| "the server ending the dead session's transaction".into(),
+    },
+    SqlockVariant {
+        name: "lease, presence",
+        options: |b, ttl| b.strategy(Strategy::Lease).ttl(ttl).presence(true),
+        freed_by: |_| "the server ending the dead holder's presence session".into(),
     },
 ];
 
