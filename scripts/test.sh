@@ -23,7 +23,7 @@ export SQLOCK_REQUIRE_SERVERS=1
 # Every feature but the benchmark's `peers`, whose published peers are built on another
 # sqlx (0.8) and are measured by hand, never in CI (docs/benchmarks.md). Lint them with
 # `cargo clippy --workspace --all-targets --all-features`.
-FEATURES="sqlock/postgres,sqlock/mysql,sqlock/sqlite,sqlock-bench/redis-baseline"
+FEATURES="sqlock/postgres,sqlock/mysql,sqlock/sqlite,sqlock/metrics,sqlock-bench/redis-baseline"
 
 echo "== cargo fmt"
 cargo fmt --all -- --check

@@ -34,6 +34,45 @@
 //! - `postgres`: PostgreSQL 12 or later.
 //! - `mysql`: MariaDB 10.5 or later. (MySQL has neither `INSERT ... RETURNING` nor
 //!   sequences; sqlock reports [`Error::NotMariaDb`] there.)
+//! - `metrics`: counters, histograms and a gauge through the `metrics` facade (see
+//!   below).
+//!
+//! # Scheduled jobs
+//!
+//! Replicas that each run a job on a timer run it once per period with an at-least
+//! hold, [`LockRequest::at_least`]: the lock is kept until that long after it was
+//! taken even when the job finished early, then frees itself.
+//!
+//! # Metrics and tracing
+//!
+//! With the feature `metrics`, sqlock records through the `metrics` facade, to
+//! whichever recorder the application installed (before building its handles):
+//!
+//! | metric | kind | what |
+//! |---|---|---|
+//! | `sqlock_grants_total` | counter | locks granted |
+//! | `sqlock_busy_total` | counter | attempts that found the lock busy |
+//! | `sqlock_timeouts_total` | counter | acquisitions that gave up at their deadline |
+//! | `sqlock_losses_total` | counter | held locks found lost, by `reason` ([`LostReason`] in snake case) |
+//! | `sqlock_renewals_total` | counter | leases the watchdog renewed |
+//! | `sqlock_renewal_failures_total` | counter | renewals that failed or got no answer in time |
+//! | `sqlock_statements_total` | counter | statements sent |
+//! | `sqlock_acquire_seconds` | histogram | start of an acquisition to its grant, waiting included |
+//! | `sqlock_held_seconds` | histogram | grant to the guard's release or drop |
+//! | `sqlock_handoff_seconds` | histogram | for an acquisition that waited: its last busy answer to its grant, at most the time the lock stood free before this waiter took it |
+//! | `sqlock_locks_held` | gauge | guards held by this process |
+//!
+//! Labels: `strategy` and `table` (`table` alone on the renewal and statement
+//! counters), and `key` only for a handle built with
+//! `LockerBuilder::metrics_key_label(true)`: keys are unbounded, and each would be a
+//! series of its own. Without the feature nothing is recorded and nothing is linked.
+//!
+//! Through `tracing`, each acquisition runs in a span `sqlock.acquire` and each
+//! release in `sqlock.release` (fields `key`, `strategy`, `owner`, `token`), each
+//! renewal tick in `sqlock.renew` (debug level: `table`, `owner`, `ttl`, `leases`; one
+//! statement renews many keys), each sweep in `sqlock.sweep` (`table`, `batch`,
+//! `grace`, `rows`). A lost lock is a `warn` event with its key, owner, token and
+//! reason; a busy answer a `debug` one.
 //!
 //! # Poolers and clusters
 //!

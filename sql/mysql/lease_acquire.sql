@@ -7,6 +7,12 @@
 -- strategy is left as it was (a key is held by one strategy at a time, and a re-entry
 -- never changes the strategy it is held with): it comes back with our owner and the
 -- other strategy.
+-- A row an at-least hold keeps (LockRequest::at_least: released, hold_count 0, locked
+-- until its hold ends) is busy for its own owner too: only a row with holds is
+-- re-entered, and "ours" below means our owner, our strategy and a hold. Such a row
+-- comes back as it stands, with no hold: busy, never a grant. hold_count is assigned
+-- second, and reads the same before and after when the row is not taken (0) and more
+-- than 0 after when it is, so every test of it below agrees with the first.
 --
 -- MariaDB evaluates the assignments below from left to right and each one sees the
 -- columns assigned before it. The take condition reads locked, expires_at, lock_owner
@@ -53,38 +59,48 @@ ON DUPLICATE KEY UPDATE
             AND lock_owner <> VALUES(lock_owner) AND lock_strategy <> 'for-update'
             AND IS_USED_LOCK(presence_key) IS NULL))
         OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+            AND hold_count > 0),
                        IF(locked AND lock_owner = VALUES(lock_owner) AND expires_at > VALUES(lock_time),
                           fencing_token, GREATEST(NEXTVAL(`{table}_fence_seq`), fencing_token + 1)),
                        fencing_token),
     hold_count = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+            AND hold_count > 0),
                     IF(locked AND lock_owner = VALUES(lock_owner) AND expires_at > VALUES(lock_time),
                        hold_count + 1, 1),
                     hold_count),
     lock_time = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+            AND hold_count > 0),
                    VALUES(lock_time), lock_time),
     lock_duration = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+            AND hold_count > 0),
                        VALUES(lock_duration), lock_duration),
     lock_strategy = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+            AND hold_count > 0),
                        VALUES(lock_strategy), lock_strategy),
     lock_owner = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)),
+        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+            AND hold_count > 0),
                     VALUES(lock_owner), lock_owner),
-    -- lock_owner is ours from here on when the row was taken; a hold count above one
-    -- tells a re-entry, which keeps the later of the two expiries.
-    presence_key = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy),
+    -- lock_owner is ours with holds from here on when the row was taken; a hold count
+    -- above one tells a re-entry, which keeps the later of the two expiries.
+    presence_key = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+                      AND hold_count > 0,
                       VALUES(presence_key), presence_key),
-    expires_at = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy),
+    expires_at = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+                      AND hold_count > 0,
                     IF(hold_count > 1, GREATEST(expires_at, VALUES(expires_at)), VALUES(expires_at)),
                     expires_at),
-    acquired_at = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy),
+    acquired_at = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+                      AND hold_count > 0,
                      IF(hold_count > 1, acquired_at, VALUES(acquired_at)),
                      acquired_at),
-    locked = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy), TRUE, locked)
+    locked = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+                      AND hold_count > 0, TRUE, locked)
 RETURNING
     lock_owner,
     fencing_token,

@@ -4,7 +4,9 @@
 -- same strategy (then the hold count grows and the token stays). One statement, one
 -- round trip: no row comes back when another owner holds a live lease, nor when we hold
 -- it with the other strategy (a key is held by one strategy at a time, and a re-entry
--- never changes the strategy it is held with).
+-- never changes the strategy it is held with). A row an at-least hold keeps
+-- (LockRequest::at_least: released, hold_count 0, locked until its hold ends) is busy
+-- for its own owner too: only a row with holds is re-entered.
 --
 -- The gate: the key's transaction-scoped advisory lock, taken without waiting. A
 -- for-update holder keeps it for its whole transaction, so a lease or insert attempt
@@ -62,7 +64,8 @@ ON CONFLICT (lock_key) DO UPDATE SET
     presence_key = EXCLUDED.presence_key
 WHERE NOT l.locked
    OR l.expires_at <= EXCLUDED.lock_time
-   OR (l.lock_owner = EXCLUDED.lock_owner AND l.lock_strategy = EXCLUDED.lock_strategy)
+   OR (l.lock_owner = EXCLUDED.lock_owner AND l.lock_strategy = EXCLUDED.lock_strategy
+       AND l.hold_count > 0)
    OR (l.presence_key IS NOT NULL
        AND l.lock_owner <> EXCLUDED.lock_owner
        AND l.lock_strategy <> 'for-update'

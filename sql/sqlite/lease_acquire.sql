@@ -4,12 +4,16 @@
 -- same strategy (then the hold count grows and the token stays). One statement: no row
 -- comes back when another owner holds a live lease, nor when we hold it with the other
 -- strategy. Times are microseconds since the Unix epoch.
+-- A row an at-least hold keeps (LockRequest::at_least: released, hold_count 0, locked
+-- until its hold ends) is busy for its own owner too: only a row with holds is re-entered.
 -- A fresh row's token is one above the floor of deleted rows' tokens (see the migration);
 -- an existing row's token grows by one on every new grant.
 -- Presence (LockerBuilder::presence): SQLite keeps no marker in the table. :gone names
 -- an owner whose presence marker (a file lock beside the database) the caller found
 -- free and holds while this statement runs: its process died, and its live lease is
--- taken too, as a new grant (a new token, one hold). '' for none.
+-- taken too, as a new grant (a new token, one hold). '' for none. Not a row an
+-- at-least hold keeps (no hold): that one lapses at its expiry whatever became of the
+-- process that released it.
 INSERT INTO "{table}" AS l
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token)
@@ -41,6 +45,7 @@ ON CONFLICT (lock_key) DO UPDATE SET
     lock_duration = excluded.lock_duration
 WHERE NOT l.locked
    OR l.expires_at <= excluded.lock_time
-   OR (l.lock_owner = excluded.lock_owner AND l.lock_strategy = excluded.lock_strategy)
-   OR l.lock_owner = :gone
+   OR (l.lock_owner = excluded.lock_owner AND l.lock_strategy = excluded.lock_strategy
+       AND l.hold_count > 0)
+   OR (l.lock_owner = :gone AND l.hold_count > 0)
 RETURNING lock_owner, fencing_token, expires_at AS expires_us, hold_count, lock_strategy

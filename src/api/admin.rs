@@ -27,9 +27,10 @@ pub struct LockInfo {
     pub owner: String,
     /// The fencing token of the current grant.
     pub fencing_token: i64,
-    /// How many reentrant holds the owner has.
+    /// How many reentrant holds the owner has: 0 while an
+    /// [at-least hold](crate::LockRequest::at_least) keeps a lock its owner released.
     pub hold_count: u32,
-    /// When the current holder took it (database clock).
+    /// When the current holder took it (database clock); a re-entry keeps it.
     pub acquired_at: chrono::DateTime<chrono::Utc>,
     /// When it expires unless renewed (database clock).
     pub expires_at: chrono::DateTime<chrono::Utc>,
@@ -79,8 +80,12 @@ impl Locker {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// if locker.force_release("nightly-report").await? {
     ///     println!("released a stuck lock");
     /// }
@@ -112,8 +117,12 @@ impl Locker {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// for lock in locker.list().await? {
     ///     println!("{} held by {} (token {}), {:?} left", lock.key, lock.owner,
     ///         lock.fencing_token, lock.expires_in);
@@ -143,8 +152,12 @@ impl Locker {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// match locker.lock_info("nightly-report").await? {
     ///     Some(info) => println!("held by {} for {:?} more", info.owner, info.expires_in),
     ///     None => println!("free"),

@@ -179,6 +179,9 @@ impl LockerBuilder {
     ///
     /// # Examples
     ///
+    /// Not run as a doctest: presence needs a server, or a SQLite file, and the
+    /// doctests have an in-memory database.
+    ///
     /// ```no_run
     /// # async fn example(pool: sqlx::PgPool) -> Result<(), sqlock::Error> {
     /// use sqlock::Locker;
@@ -225,6 +228,18 @@ impl LockerBuilder {
     /// a value above half the TTL is taken as half the TTL.
     pub fn renew_interval(mut self, every: Duration) -> Self {
         self.settings.renew_interval = Some(every);
+        self
+    }
+
+    /// Whether the handle's metrics carry the lock's key as a label, besides its
+    /// strategy and table. Defaults to `false`: every distinct key would be a series of
+    /// its own in the exporter, and keys are unbounded. Turn it on only for a handle
+    /// whose keys are few and fixed (a scheduler's job names, say). See the crate's
+    /// documentation on metrics.
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics_key_label(mut self, on: bool) -> Self {
+        self.settings.metrics_key = on;
         self
     }
 
@@ -329,6 +344,7 @@ impl Locker {
                 strategy: Strategy::Lease,
                 keepalive: DEFAULT_KEEPALIVE,
                 presence: false,
+                metrics_key: false,
             },
             poll_set: false,
             notify_waiters: false,

@@ -42,15 +42,21 @@ impl LockGuard {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(pool: sqlx::PgPool, guard: sqlock::LockGuard) -> Result<(),
-    /// Box<dyn std::error::Error>> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlx::raw_sql("CREATE TABLE ledger (id INTEGER PRIMARY KEY, balance INTEGER); INSERT INTO ledger VALUES (1, 0)").execute(&pool).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// let guard = locker.acquire("ledger-1").await?;
     /// let mut tx = pool.begin().await?;
     /// guard.fence(&mut *tx).await?; // fails, and nothing is written, if the lock was lost
     /// sqlx::query("UPDATE ledger SET balance = balance + 10 WHERE id = 1")
     ///     .execute(&mut *tx)
     ///     .await?;
     /// tx.commit().await?;
+    /// guard.release().await?;
     /// # Ok(())
     /// # }
     /// ```

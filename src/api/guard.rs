@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::strategy::handle::Handle;
@@ -34,7 +35,8 @@ use crate::support::validate;
 ///   spawned on the current tokio runtime, or, when the drop happens outside of one,
 ///   on the runtime the lock was acquired on. The lock may still look held for a
 ///   moment after the drop. If that runtime has shut down, nothing is sent and the
-///   lease lapses at its expiry.
+///   lease lapses at its expiry. That release keeps an
+///   [at-least hold](crate::LockRequest::at_least) as [`release`](Self::release) does.
 /// - a for-update lock: its transaction is **rolled back** (with every write the holder
 ///   made in it), as sqlx does with a dropped transaction, when the connection goes
 ///   back to the pool; outside of a runtime that happens on the runtime the lock was
@@ -57,11 +59,20 @@ pub struct LockGuard {
     released: bool,
     /// The runtime the lock was acquired on, for a drop outside of any runtime.
     runtime: tokio::runtime::Handle,
+    /// When the guard was made, for the metrics of its time held.
+    granted_at: std::time::Instant,
 }
 
 impl LockGuard {
-    pub(crate) fn new(handle: Arc<Handle>, id: LockId, hold: Hold, lost: LostSignal) -> Self {
-        handle.hold_started(&id.key, id.strategy);
+    pub(crate) fn new(
+        handle: Arc<Handle>,
+        id: LockId,
+        hold: Hold,
+        lost: LostSignal,
+        at_least: Option<Duration>,
+    ) -> Self {
+        handle.hold_started(&id.key, id.strategy, at_least);
+        handle.meter.hold_began(id.strategy, &id.key);
         Self {
             handle,
             id,
@@ -69,6 +80,7 @@ impl LockGuard {
             hold,
             released: false,
             runtime: tokio::runtime::Handle::current(),
+            granted_at: std::time::Instant::now(),
         }
     }
 
@@ -90,6 +102,9 @@ impl LockGuard {
     /// Cancel safe: it only waits for the transaction's mutex.
     ///
     /// # Examples
+    ///
+    /// Not run as a doctest: a for-update lock needs PostgreSQL or MariaDB, and the
+    /// doctests have SQLite.
     ///
     /// ```no_run
     /// # async fn example(guard: sqlock::LockGuard) -> Result<(), Box<dyn std::error::Error>> {
@@ -123,8 +138,13 @@ impl LockGuard {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(guard: sqlock::LockGuard) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// # let guard = locker.acquire("nightly-report").await?;
     /// // ... writes in guard.transaction() ...
     /// match guard.commit().await {
     ///     Ok(()) => println!("the writes and the end of the lock committed together"),
@@ -162,8 +182,13 @@ impl LockGuard {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(guard: sqlock::LockGuard) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// # let guard = locker.acquire("nightly-report").await?;
     /// // ... writes in guard.transaction() that turned out wrong ...
     /// guard.rollback().await?; // the writes are discarded, and the lock ends
     /// # Ok(())
@@ -171,7 +196,11 @@ impl LockGuard {
     /// ```
     pub async fn rollback(mut self) -> Result<()> {
         self.released = true;
-        self.hold.rollback(&self.handle, &self.id).await
+        let span = self.id.release_span(&self.handle.owner_text);
+        self.hold
+            .rollback(&self.handle, &self.id)
+            .instrument(span)
+            .await
     }
     /// The signal that fires when this lock is lost: a renewal found it no longer
     /// ours (released by force, taken after it lapsed), renewals failed until it may
@@ -180,8 +209,12 @@ impl LockGuard {
     ///
     /// Await it, or select on it, beside the work the lock protects:
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// # async fn do_the_work(_token: i64) {}
     /// let guard = locker.acquire("nightly-report").await?;
     /// let mut lost = guard.lost();
@@ -263,8 +296,13 @@ impl LockGuard {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(mut guard: sqlock::LockGuard) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// # let mut guard = locker.acquire("nightly-report").await?;
     /// use std::time::Duration;
     ///
     /// if !guard.extend(Duration::from_secs(120)).await? {
@@ -282,7 +320,9 @@ impl LockGuard {
 
     /// Gives back this hold and tells whether the lock was still ours (same owner, same
     /// token, not expired). After a reentrant acquisition the lock stays held until
-    /// every hold was released.
+    /// every hold was released. A lock taken with an
+    /// [at-least hold](crate::LockRequest::at_least) is kept until that hold ends, and
+    /// frees itself then.
     ///
     /// # Errors
     ///
@@ -296,8 +336,12 @@ impl LockGuard {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let guard = locker.acquire("nightly-report").await?;
     /// // ... the work ...
     /// if !guard.release().await? {
@@ -308,24 +352,38 @@ impl LockGuard {
     /// ```
     pub async fn release(mut self) -> Result<bool> {
         self.released = true;
+        let span = self.id.release_span(&self.handle.owner_text);
         // A lease's renewal stops before the release is sent.
-        self.hold.release(&self.handle, &self.id).await
+        let released = self
+            .hold
+            .release(&self.handle, &self.id)
+            .instrument(span.clone())
+            .await;
+        if let Ok(false) = released {
+            span.in_scope(|| tracing::warn!("released a lock that was no longer held"));
+        }
+        released
     }
 }
 
 /// Gives the lock back in the background; see the type's docs.
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        self.handle.hold_ended(&self.id.key);
-        if self.released {
-            return;
+        if !self.released {
+            // Outside of any runtime, the one the lock was taken on does the work: sqlx
+            // spawns a dropped connection's return to its pool, and would panic without.
+            let runtime =
+                tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+            let _entered = runtime.enter();
+            let id = self.id.clone();
+            // Before the hold is uncounted: the release keeps the key for the at-least
+            // hold the key's guards asked for, this one's included.
+            self.hold.end_in_background(&self.handle, id);
         }
-        // Outside of any runtime, the one the lock was taken on does the work: sqlx
-        // spawns a dropped connection's return to its pool, and would panic without.
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
-        let _entered = runtime.enter();
-        let id = self.id.clone();
-        self.hold.end_in_background(&self.handle, id);
+        self.handle.hold_ended(&self.id.key);
+        let held = self.granted_at.elapsed();
+        self.handle
+            .meter
+            .hold_ended(self.id.strategy, &self.id.key, held);
     }
 }

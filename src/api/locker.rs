@@ -146,8 +146,10 @@ impl Locker {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(pool: sqlx::PgPool) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
     /// use sqlock::Locker;
     ///
     /// let probe = Locker::new(pool.clone())?;
@@ -192,8 +194,12 @@ impl Locker {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let rows = locker
     ///     .with_lock("rebuild-index", |token| async move {
     ///         // ... work that must not run twice, fenced with `token` ...
@@ -213,8 +219,12 @@ impl Locker {
 
     /// A request for the lock on `key`, to set a TTL of its own before acquiring.
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
     /// let guard = locker
@@ -244,8 +254,12 @@ impl Locker {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// match locker.try_acquire("nightly-report").await? {
     ///     Some(guard) => {
     ///         // ... the work, fenced with guard.fencing_token() ...
@@ -274,8 +288,12 @@ impl Locker {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let guard = locker.acquire("nightly-report").await?;
     /// // ... the work ...
     /// guard.release().await?;
@@ -301,8 +319,12 @@ impl Locker {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
     /// match locker.acquire_timeout("nightly-report", Duration::from_secs(5)).await {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::strategy::attempt::{attempt, try_once};
 use crate::strategy::{check_strategy, handle::Handle, lease::Renewal, wait_in_database};
@@ -31,6 +32,7 @@ pub struct LockRequest<'a> {
     ttl: Option<Duration>,
     auto_renew: Option<bool>,
     max_hold: Option<Duration>,
+    at_least: Option<Duration>,
     timeout: Option<Duration>,
     strategy: Option<Strategy>,
 }
@@ -44,6 +46,7 @@ impl<'a> LockRequest<'a> {
             ttl: None,
             auto_renew: None,
             max_hold: None,
+            at_least: None,
             timeout: None,
             strategy: None,
         }
@@ -78,6 +81,69 @@ impl<'a> LockRequest<'a> {
         self
     }
 
+    /// An at-least hold: the lock is kept until at least `hold` after it was taken,
+    /// even when it is released (or its guard dropped) sooner, and given back then;
+    /// ShedLock's `lockAtLeastFor`. Defaults to none: a release frees the key at once.
+    ///
+    /// This is how replicas that each run the same job on a timer run it once per
+    /// period: every replica tries the lock at each tick with an at-least hold of about
+    /// the period; the first takes it, and a job that finishes early does not let a
+    /// replica whose clock or timer runs a little behind take the key and run it again
+    /// in the same period. See the project's `examples/scheduler.rs`.
+    ///
+    /// Precisely, on the database clock: the lease was taken at `acquired_at` (a
+    /// re-entry keeps it, see [`LockInfo::acquired_at`](crate::LockInfo::acquired_at)).
+    /// A release, or a dropped guard's release in the background, that gives back the
+    /// last hold before `acquired_at + hold` does not free the row: it stays taken by
+    /// this owner with no hold ([`LockInfo::hold_count`](crate::LockInfo::hold_count)
+    /// 0), its expiry set to `acquired_at + hold` (shorter or longer than the lease had),
+    /// and then lapses like any lease, free for the next acquisition (with a higher
+    /// fencing token). Nothing renews it meanwhile, and it is busy for every owner, this
+    /// handle included: a hold that ended is not re-entered. A release at or after
+    /// `acquired_at + hold` frees the key at once, as without the hold. With several
+    /// holds of one key (re-entry), the longest at-least hold any of them asked for
+    /// applies at the last release. The release answers as usual: `true` when the lock
+    /// was still ours. A lock lost before its release stays lost: the hold shapes a
+    /// release, and cannot keep a lease that lapsed. An operator's
+    /// [force release](crate::Locker::force_release) frees the key at once. A release
+    /// that never reaches the server (the process died first) leaves the lease to its
+    /// TTL: give the request a [`ttl`](Self::ttl) of at least the hold when the period
+    /// must hold through a crash of the holder.
+    ///
+    /// Lease and insert strategies only: a for-update lock ends with its transaction.
+    ///
+    /// # Errors
+    ///
+    /// The acquisition answers [`Error::AtLeastUnsupported`] for the for-update
+    /// strategy and [`Error::TtlTooLong`] for a hold longer than
+    /// [`MAX_TTL`](crate::MAX_TTL), before any SQL is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool)?;
+    /// use std::time::Duration;
+    ///
+    /// let replica = locker.new_handle(); // another replica's handle
+    /// let guard = locker.lock("hourly-report").at_least(Duration::from_secs(3000)).try_acquire().await?;
+    /// let guard = guard.expect("the first replica to try takes it");
+    /// // ... the report, done in seconds ...
+    /// assert!(guard.release().await?);
+    /// // Kept for the rest of the period: no replica runs the report again in it.
+    /// assert!(replica.try_acquire("hourly-report").await?.is_none());
+    /// assert!(locker.try_acquire("hourly-report").await?.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn at_least(mut self, hold: Duration) -> Self {
+        self.at_least = Some(hold);
+        self
+    }
+
     /// How long the request waits for the lock: [`acquire`](Self::acquire) and
     /// [`run`](Self::run) then answer [`Error::Timeout`] at the deadline, as
     /// [`acquire_timeout`](Self::acquire_timeout) does. Defaults to no limit.
@@ -102,8 +168,12 @@ impl<'a> LockRequest<'a> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
     /// let rows = locker
@@ -170,8 +240,12 @@ impl<'a> LockRequest<'a> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use sqlock::Strategy;
     ///
     /// let guard = locker.lock("invoice-run").strategy(Strategy::Insert).try_acquire().await?;
@@ -180,8 +254,23 @@ impl<'a> LockRequest<'a> {
     /// ```
     pub async fn try_acquire(self) -> Result<Option<LockGuard>> {
         let ask = self.ask()?;
-        let granted = try_once(self.shared, &ask).await?;
-        Ok(granted.map(|(g, sent)| self.guard(&ask, g, sent)))
+        let span = self.span(&ask);
+        let granted = async {
+            let started = Instant::now();
+            match try_once(self.shared, &ask).await? {
+                Some((granted, sent)) => Ok(Some(self.guard(&ask, granted, sent, started, None))),
+                None => {
+                    self.busy(&ask);
+                    Ok(None)
+                }
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        if let Ok(Some(guard)) = &granted {
+            span.record("token", guard.fencing_token());
+        }
+        granted
     }
 
     /// Takes the lock, waiting for it as long as it takes, or until the request's
@@ -205,8 +294,12 @@ impl<'a> LockRequest<'a> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
     /// // The request's timeout bounds the wait.
@@ -242,8 +335,12 @@ impl<'a> LockRequest<'a> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
     /// let guard = locker
@@ -261,11 +358,28 @@ impl<'a> LockRequest<'a> {
 
     async fn wait(self, deadline: Option<Instant>) -> Result<LockGuard> {
         let ask = self.ask()?;
+        let span = self.span(&ask);
+        let granted = self.wait_for(&ask, deadline).instrument(span.clone()).await;
+        if let Ok(guard) = &granted {
+            span.record("token", guard.fencing_token());
+        }
+        granted
+    }
+
+    /// The wait loop of [`wait`](Self::wait), in its span.
+    async fn wait_for(&self, ask: &Ask, deadline: Option<Instant>) -> Result<LockGuard> {
         let started = Instant::now();
-        let timed_out = || Error::Timeout {
-            key: self.key.to_owned(),
-            waited: started.elapsed(),
+        let timed_out = || {
+            self.shared.meter.timed_out(ask.strategy, &ask.key);
+            tracing::debug!(waited = ?started.elapsed(), "lock request timed out");
+            Error::Timeout {
+                key: self.key.to_owned(),
+                waited: started.elapsed(),
+            }
         };
+        // When an attempt last found the lock busy: the grant that follows tells how
+        // soon a freed lock was handed to this waiter.
+        let mut last_busy = None;
         let shared = &self.shared;
         let dialect = shared.db.dialect();
         let mut backoff = Backoff::new(shared.settings.poll_min, shared.settings.poll_max);
@@ -285,7 +399,7 @@ impl<'a> LockRequest<'a> {
             // database behind another transaction, say). Only a wait in which no attempt
             // ever had a connection, while every connection of the pool was taken, is an
             // exhausted pool.
-            let this = attempt(shared, &ask, in_db, reached.clone());
+            let this = attempt(shared, ask, in_db, reached.clone());
             let outcome = match deadline {
                 Some(d) => match tokio::time::timeout_at(d, this).await {
                     Ok(outcome) => outcome,
@@ -297,13 +411,20 @@ impl<'a> LockRequest<'a> {
                 None => this.await,
             };
             match outcome {
-                Ok(Some((grant, sent))) => return Ok(self.guard(&ask, grant, sent)),
+                Ok(Some((grant, sent))) => {
+                    return Ok(self.guard(ask, grant, sent, started, last_busy))
+                }
                 // The attempt waited in the database already: go again at once.
-                Ok(None) if in_db.is_some() => continue,
-                Ok(None) => {}
+                Ok(None) if in_db.is_some() => {
+                    last_busy = Some(self.busy(ask));
+                    continue;
+                }
+                Ok(None) => last_busy = Some(self.busy(ask)),
                 // Lost a deadlock or serialization race, or a lock of another strategy
                 // holds the key: the lock is busy, wait.
-                Err(f) if matches!(f.class, Class::Contention | Class::Held) => {}
+                Err(f) if matches!(f.class, Class::Contention | Class::Held) => {
+                    last_busy = Some(self.busy(ask));
+                }
                 // Granted too late to use: another attempt may be quicker, but a TTL that
                 // every answer outruns is the caller's to change, not a wait for ever.
                 Err(f) if f.class == Class::Lapsed => {
@@ -365,6 +486,19 @@ impl<'a> LockRequest<'a> {
         }
         let ttl = self.ttl.unwrap_or(shared.settings.ttl);
         validate::ttl(ttl)?;
+        if let Some(hold) = self.at_least {
+            if strategy == Strategy::ForUpdate {
+                return Err(Error::AtLeastUnsupported {
+                    strategy: strategy.name(),
+                });
+            }
+            if hold > validate::MAX_TTL {
+                return Err(Error::TtlTooLong {
+                    ttl: hold,
+                    max: validate::MAX_TTL,
+                });
+            }
+        }
         Ok(Ask {
             key: self.key.to_owned(),
             strategy,
@@ -372,15 +506,45 @@ impl<'a> LockRequest<'a> {
         })
     }
 
-    fn guard(&self, ask: &Ask, granted: Granted, sent: Instant) -> LockGuard {
+    /// The span of one acquisition; its token is recorded at the grant.
+    fn span(&self, ask: &Ask) -> tracing::Span {
+        tracing::info_span!("sqlock.acquire", key = %ask.key, strategy = %ask.strategy,
+            owner = %self.shared.owner, table = %self.shared.db.table(),
+            token = tracing::field::Empty)
+    }
+
+    /// Notes an attempt that found the lock busy; when it answered.
+    fn busy(&self, ask: &Ask) -> Instant {
+        self.shared.meter.busy(ask.strategy, &ask.key);
+        tracing::debug!("lock busy");
+        Instant::now()
+    }
+
+    /// The guard of a grant to `ask`, whose acquisition started at `started` and last
+    /// found the lock busy at `last_busy`.
+    fn guard(
+        &self,
+        ask: &Ask,
+        granted: Granted,
+        sent: Instant,
+        started: Instant,
+        last_busy: Option<Instant>,
+    ) -> LockGuard {
         let shared = &self.shared;
+        shared
+            .meter
+            .granted(ask.strategy, &ask.key, started.elapsed());
+        if let Some(busy) = last_busy {
+            shared.meter.handoff(ask.strategy, &ask.key, busy.elapsed());
+        }
         let renewal = Renewal {
             ttl: ask.ttl,
             auto_renew: self.auto_renew.unwrap_or(shared.settings.auto_renew),
             max_hold: self.max_hold,
         };
         let (hold, id, lost) = Hold::start(shared, ask, granted, sent, renewal);
-        LockGuard::new(Arc::clone(shared), id, hold, lost)
+        tracing::debug!(token = id.token, "lock granted");
+        LockGuard::new(Arc::clone(shared), id, hold, lost, self.at_least)
     }
 }
 

@@ -35,8 +35,12 @@ impl Locker {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     /// use sqlock::SweepOptions;
     ///
@@ -100,6 +104,9 @@ impl Locker {
     ///
     /// # Examples
     ///
+    /// Not run as a doctest: it needs pg_cron on PostgreSQL, or MariaDB's event
+    /// scheduler.
+    ///
     /// ```no_run
     /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
     /// use std::time::Duration;
@@ -137,6 +144,9 @@ impl Locker {
     /// Cancel safe: the removal is one statement, which either took effect or did not.
     ///
     /// # Examples
+    ///
+    /// Not run as a doctest: it needs pg_cron on PostgreSQL, or MariaDB's event
+    /// scheduler.
     ///
     /// ```no_run
     /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {

@@ -18,7 +18,7 @@ use super::outcome::{Failure, Grant, Listed, Renewal};
 use super::runner::{grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
-use super::values::{Acquire, Bound, Extend, Held, Key, Limit, Renew, RowGrant, Sweep};
+use super::values::{Acquire, Bound, Extend, Held, Key, Limit, Release, Renew, RowGrant, Sweep};
 
 /// The statements every server has, rendered for one table.
 #[derive(Debug, Clone)]
@@ -26,6 +26,8 @@ pub(crate) struct Common {
     pub(crate) lease_acquire: Statement<Acquire<'static>>,
     pub(crate) lease_release: Statement<Held<'static>>,
     pub(crate) insert_release: Statement<Held<'static>>,
+    pub(crate) lease_release_at_least: Statement<Release<'static>>,
+    pub(crate) insert_release_at_least: Statement<Release<'static>>,
     pub(crate) lease_extend: Statement<Extend<'static>>,
     pub(crate) lease_renew: Statement<Renew<'static>>,
     pub(crate) lease_force_release: Statement<Key<'static>>,
@@ -41,6 +43,8 @@ pub(crate) struct CommonTemplates {
     pub(crate) lease_acquire: &'static str,
     pub(crate) lease_release: &'static str,
     pub(crate) insert_release: &'static str,
+    pub(crate) lease_release_at_least: &'static str,
+    pub(crate) insert_release_at_least: &'static str,
     pub(crate) lease_extend: &'static str,
     pub(crate) lease_renew: &'static str,
     pub(crate) lease_force_release: &'static str,
@@ -66,6 +70,8 @@ macro_rules! common_templates {
             lease_acquire: sql!($dir, "lease_acquire"),
             lease_release: sql!($dir, "lease_release"),
             insert_release: sql!($dir, "insert_release"),
+            lease_release_at_least: sql!($dir, "lease_release_at_least"),
+            insert_release_at_least: sql!($dir, "insert_release_at_least"),
             lease_extend: sql!($dir, "lease_extend"),
             lease_renew: sql!($dir, "lease_renew"),
             lease_force_release: sql!($dir, "lease_force_release"),
@@ -84,6 +90,8 @@ impl Common {
             lease_acquire: target.render(t.lease_acquire),
             lease_release: target.render(t.lease_release),
             insert_release: target.render(t.insert_release),
+            lease_release_at_least: target.render(t.lease_release_at_least),
+            insert_release_at_least: target.render(t.insert_release_at_least),
             lease_extend: target.render(t.lease_extend),
             lease_renew: target.render(t.lease_renew),
             lease_force_release: target.render(t.lease_force_release),

@@ -48,11 +48,12 @@ pub(super) mod sealed {
 }
 
 /// Implements [`FenceConnection`] for a server's connection type `$conn`, with its
-/// backend `$backend`.
+/// backend `$backend`, there with the crate's feature `$feature`.
 macro_rules! fence_connection {
-    ($conn:ty, $backend:ty) => {
+    ($conn:ty, $backend:ty, $feature:literal) => {
         impl $crate::db::fence::sealed::Sealed for $conn {}
 
+        #[cfg_attr(docsrs, doc(cfg(feature = $feature)))]
         impl $crate::db::fence::FenceConnection for $conn {
             fn check<'a>(
                 &'a mut self,

@@ -48,7 +48,7 @@ use crate::support::validate::TableName;
 use backend::{Backend, RowLocks};
 use scheduling::{schedule, unschedule};
 use statement::Mode;
-use values::{Acquire, Extend, Held, Key, Limit, Renew, Schedule, Sweep};
+use values::{Acquire, Extend, Held, Key, Limit, Release, Renew, Schedule, Sweep};
 
 /// Runs `$body` with `$x` bound to the value inside whichever server's variant of the
 /// enum `$ty` `$value` is; the variants are named with the feature that brings each.
@@ -99,16 +99,20 @@ macro_rules! every_server {
 pub enum DbPool {
     /// A PostgreSQL pool.
     #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     Postgres(sqlx::PgPool),
     /// A MariaDB pool.
     #[cfg(feature = "mysql")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
     MySql(sqlx::MySqlPool),
     /// A SQLite pool.
     #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
     Sqlite(sqlx::SqlitePool),
 }
 
 #[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 impl From<sqlx::PgPool> for DbPool {
     fn from(pool: sqlx::PgPool) -> Self {
         Self::Postgres(pool)
@@ -116,6 +120,7 @@ impl From<sqlx::PgPool> for DbPool {
 }
 
 #[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 impl From<sqlx::MySqlPool> for DbPool {
     fn from(pool: sqlx::MySqlPool) -> Self {
         Self::MySql(pool)
@@ -123,6 +128,7 @@ impl From<sqlx::MySqlPool> for DbPool {
 }
 
 #[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 impl From<sqlx::SqlitePool> for DbPool {
     fn from(pool: sqlx::SqlitePool) -> Self {
         Self::Sqlite(pool)
@@ -162,9 +168,14 @@ impl DbPool {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// locker.pool().close().await;
+    /// # Ok(())
     /// # }
     /// ```
     pub async fn close(&self) {
@@ -255,6 +266,22 @@ impl Db {
     /// A lease's release of one hold: whether it was still ours.
     pub(crate) async fn lease_release(&self, h: &Held<'_>) -> Result<bool, Failure> {
         on_backend!(self, |b| b.matched(&b.common().lease_release, h).await)
+    }
+
+    /// The insert strategy's release of its last hold, once its at-least hold is over:
+    /// whether it deleted the row.
+    pub(crate) async fn insert_release_at_least(&self, r: &Release<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| b
+            .matched(&b.common().insert_release_at_least, r)
+            .await)
+    }
+
+    /// A release of one hold of a lock taken with an at-least hold: whether it was
+    /// still ours. The last hold keeps the row until the at-least hold ends.
+    pub(crate) async fn lease_release_at_least(&self, r: &Release<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| b
+            .matched(&b.common().lease_release_at_least, r)
+            .await)
     }
 
     /// After a release or an extension met a locked row: whether the lease is still

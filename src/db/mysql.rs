@@ -357,4 +357,4 @@ impl Scheduling for MariaDb {
     }
 }
 
-fence_connection!(sqlx::MySqlConnection, MariaDb);
+fence_connection!(sqlx::MySqlConnection, MariaDb, "mysql");

@@ -42,8 +42,9 @@ pub(crate) struct Grant {
 impl Grant {
     /// The row PostgreSQL's acquisition answers when the key's advisory gate was taken
     /// (a for-update holder, or another acquisition under way): no grant, try again.
+    /// It names no owner, unlike a row an at-least hold keeps with no hold (MariaDB).
     pub(crate) fn gate_closed(&self) -> bool {
-        self.hold_count == 0
+        self.hold_count == 0 && self.owner.is_empty()
     }
 }
 

@@ -43,6 +43,8 @@ impl Postgres {
         if mode.notify {
             templates.lease_release = sql!("postgres", "lease_release_notify");
             templates.insert_release = sql!("postgres", "insert_release_notify");
+            templates.lease_release_at_least = sql!("postgres", "lease_release_at_least_notify");
+            templates.insert_release_at_least = sql!("postgres", "insert_release_at_least_notify");
             templates.lease_force_release = sql!("postgres", "lease_force_release_notify");
         }
         Self {
@@ -222,7 +224,7 @@ impl Scheduling for Postgres {
     }
 }
 
-fence_connection!(sqlx::PgConnection, Postgres);
+fence_connection!(sqlx::PgConnection, Postgres, "postgres");
 
 /// pg_cron's schedule for a run every `secs` seconds, if it has one.
 fn cron_schedule(secs: u64) -> Option<String> {

@@ -159,6 +159,7 @@ pub(crate) async fn texts<'a, DB: Runner, V: Values>(
 /// round trips on one server connection.
 macro_rules! on {
     ($on:expr, $s:expr, |$ex:ident| $run:expr) => {{
+        crate::support::metrics::statement_sent($s.table());
         match $on {
             On::Conn(conn) => {
                 let $ex = conn;

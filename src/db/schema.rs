@@ -134,8 +134,12 @@ pub fn schema(dialect: Dialect, table: &TableName) -> String {
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # async fn example() -> Result<(), sqlock::Error> {
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), sqlock::Error> {
+/// # let dir = std::env::temp_dir().join(format!("sqlock-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # std::env::set_current_dir(&dir).unwrap();
 /// let pool = sqlx::SqlitePool::connect("sqlite:locks.db?mode=rwc").await?;
 /// sqlock::migrate(&pool.into()).await?;
 /// # Ok(())

@@ -107,4 +107,4 @@ impl Backend for Sqlite {
     }
 }
 
-fence_connection!(sqlx::SqliteConnection, Sqlite);
+fence_connection!(sqlx::SqliteConnection, Sqlite, "sqlite");

@@ -38,11 +38,12 @@ pub(crate) enum Param {
     Batches,
     Presence,
     Gone,
+    AtLeastUs,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 15] = [
+    const NAMES: [(Self, &'static str); 16] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -58,13 +59,14 @@ impl Param {
         (Self::Batches, "batches"),
         (Self::Presence, "presence"),
         (Self::Gone, "gone"),
+        (Self::AtLeastUs, "at_least_us"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 15] = {
-        let mut all = [Self::Key; 15];
+    pub(crate) const ALL: [Self; 16] = {
+        let mut all = [Self::Key; 16];
         let mut i = 0;
-        while i < 15 {
+        while i < 16 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }
@@ -147,6 +149,8 @@ impl Target<'_> {
 pub(crate) struct Statement<V> {
     text: Arc<str>,
     params: Arc<[Param]>,
+    /// The table it was rendered for, the label of its metrics.
+    table: Arc<str>,
     /// Sent as an unnamed statement, inside a transaction of its own when run on a
     /// pool: the transaction-pooling mode (see `LockerBuilder::transaction_pooling`).
     pinned: bool,
@@ -158,6 +162,7 @@ impl<V> Clone for Statement<V> {
         Self {
             text: self.text.clone(),
             params: self.params.clone(),
+            table: self.table.clone(),
             pinned: self.pinned,
             values: PhantomData,
         }
@@ -242,6 +247,7 @@ impl<V: Values> Statement<V> {
         Self {
             text: text.into(),
             params: params.into(),
+            table: table.as_str().into(),
             pinned: false,
             values: PhantomData,
         }
@@ -257,6 +263,11 @@ impl<V: Values> Statement<V> {
     /// transaction of its own.
     pub(crate) fn is_pinned(&self) -> bool {
         self.pinned
+    }
+
+    /// The table it was rendered for.
+    pub(crate) fn table(&self) -> &str {
+        &self.table
     }
 
     /// The rendered SQL.

@@ -16,14 +16,19 @@ use super::values::Held;
 pub enum DbTransaction {
     /// A PostgreSQL transaction.
     #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
     /// A MariaDB transaction.
     #[cfg(feature = "mysql")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
     MySql(sqlx::Transaction<'static, sqlx::MySql>),
 }
 
 impl DbTransaction {
     /// The PostgreSQL transaction, if this is one.
+    ///
+    /// Not run as a doctest: a for-update lock needs PostgreSQL or MariaDB, and the
+    /// doctests have SQLite.
     ///
     /// ```no_run
     /// # async fn example(guard: sqlock::LockGuard) -> Result<(), sqlx::Error> {
@@ -36,6 +41,7 @@ impl DbTransaction {
     /// # }
     /// ```
     #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub fn as_postgres_mut(&mut self) -> Option<&mut sqlx::Transaction<'static, sqlx::Postgres>> {
         #[allow(unreachable_patterns)]
         match self {
@@ -46,6 +52,7 @@ impl DbTransaction {
 
     /// The MariaDB transaction, if this is one.
     #[cfg(feature = "mysql")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
     pub fn as_mysql_mut(&mut self) -> Option<&mut sqlx::Transaction<'static, sqlx::MySql>> {
         #[allow(unreachable_patterns)]
         match self {

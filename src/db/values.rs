@@ -108,6 +108,27 @@ impl Values for Held<'_> {
     }
 }
 
+/// The release of a grant taken with an at-least hold: the row is kept until
+/// `at_least_us` after it was taken.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Release<'a> {
+    pub(crate) held: Held<'a>,
+    pub(crate) at_least_us: i64,
+}
+
+impl Values for Release<'_> {
+    type With<'a> = Release<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Token, Param::AtLeastUs];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::AtLeastUs => Value::Int(self.at_least_us),
+            other => self.held.value(other),
+        }
+    }
+}
+
 /// An extension of a grant to at least `ttl_us` from now.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Extend<'a> {

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::db::retry::retry_contention;
 use crate::db::values::Sweep;
@@ -86,6 +87,17 @@ impl SweepOptions {
 
 /// Reclaims expired rows batch by batch; see [`Locker::sweep`](crate::Locker::sweep).
 pub(crate) async fn sweep(db: &Db, options: SweepOptions) -> Result<u64> {
+    let span = tracing::info_span!("sqlock.sweep", table = %db.table(), batch = options.batch,
+        grace = ?options.grace, rows = tracing::field::Empty);
+    let swept = sweep_batches(db, options).instrument(span.clone()).await;
+    if let Ok(rows) = swept {
+        span.record("rows", rows);
+    }
+    swept
+}
+
+/// The batches of one sweep, in its span.
+async fn sweep_batches(db: &Db, options: SweepOptions) -> Result<u64> {
     let batch = options.batch_values()?;
     let mut total = 0;
     loop {
@@ -170,8 +182,12 @@ impl SweeperHandle {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     /// use sqlock::SweepOptions;
     ///

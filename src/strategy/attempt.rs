@@ -162,7 +162,10 @@ async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: I
         strategy: ask.strategy,
         token: grant.token,
     };
-    if let Err(e) = lease::release(&handle, &id).await {
+    // A re-entry nobody waits for gives back its hold alone; should it be the last,
+    // the key is kept as the holds before it asked.
+    let at_least = handle.at_least(&id.key);
+    if let Err(e) = lease::release(&handle, &id, at_least).await {
         tracing::warn!(key = %id.key, error = %e,
             "could not give back a lock taken for a caller that stopped waiting; \
              it lapses at its expiry");

@@ -33,6 +33,12 @@ pub(crate) struct LockId {
 }
 
 impl LockId {
+    /// The span of one release of this grant by `owner`.
+    pub(crate) fn release_span(&self, owner: &str) -> tracing::Span {
+        tracing::info_span!("sqlock.release", key = %self.key, strategy = %self.strategy,
+            owner, token = self.token)
+    }
+
     /// The grant as the statements that act on it take it.
     pub(crate) fn held<'a>(&'a self, owner: &'a str) -> values::Held<'a> {
         values::Held {

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::db::{Db, DbPool};
 use crate::keepers::presence::Presence;
 use crate::keepers::watchdog::Watchdog;
+use crate::support::metrics::Meter;
 use crate::support::strategy_kind::Strategy;
 
 /// The settings of a handle, which the handles made from it copy.
@@ -28,6 +29,8 @@ pub(crate) struct Settings {
     pub(crate) strategy: Strategy,
     pub(crate) keepalive: Duration,
     pub(crate) presence: bool,
+    /// Whether the key is a label of the handle's metrics.
+    pub(crate) metrics_key: bool,
 }
 
 /// One handle's state: everything its guards and requests share.
@@ -40,6 +43,8 @@ pub(crate) struct Handle {
     pub(crate) owner: Uuid,
     pub(crate) owner_text: String,
     pub(crate) settings: Settings,
+    /// What the handle measures, and with which labels.
+    pub(crate) meter: Meter,
     pub(crate) watchdog: Watchdog,
     /// The session holding this handle's presence marker, when presence is on.
     pub(crate) presence: Option<Arc<Presence>>,
@@ -47,9 +52,10 @@ pub(crate) struct Handle {
     /// woken by notifications.
     #[cfg(feature = "postgres")]
     pub(crate) notifier: Option<Arc<crate::keepers::notify::Notifier>>,
-    /// The keys this handle holds, with their strategy and how many guards hold each:
-    /// a request for one of them with another strategy is refused before any SQL.
-    holds: Mutex<HashMap<String, (Strategy, u32)>>,
+    /// The keys this handle holds, with their strategy, how many guards hold each, and
+    /// the longest at-least hold they asked for: a request for one of them with another
+    /// strategy is refused before any SQL, and the last release keeps the key that long.
+    holds: Mutex<HashMap<String, HeldKey>>,
     /// The acquisition attempts in flight per key, including those whose caller stopped
     /// waiting and that are still giving back what they took.
     in_flight: Mutex<HashMap<String, usize>>,
@@ -70,11 +76,13 @@ impl Handle {
         let presence = settings
             .presence
             .then(|| Arc::new(Presence::new(db.clone(), owner_text.clone())));
+        let meter = Meter::new(db.table(), settings.metrics_key);
         let watchdog = Watchdog::new(
             settings.renew_interval,
             db.clone(),
             owner_text.clone(),
             presence.clone(),
+            meter.clone(),
         );
         Self {
             pool,
@@ -82,6 +90,7 @@ impl Handle {
             owner,
             owner_text,
             settings,
+            meter,
             watchdog,
             presence,
             #[cfg(feature = "postgres")]
@@ -130,28 +139,39 @@ impl Handle {
 
     /// The strategy this handle holds `key` with, if a guard of it holds the key.
     pub(crate) fn held_with(&self, key: &str) -> Option<Strategy> {
-        self.held().get(key).map(|(s, _)| *s)
+        self.held().get(key).map(|h| h.strategy)
     }
 
-    /// Notes a guard of `key` held with `strategy`.
-    pub(crate) fn hold_started(&self, key: &str, strategy: Strategy) {
+    /// The longest at-least hold the guards of `key` asked for: the holds of one key
+    /// share the time it was taken, so the last release keeps the key that long.
+    pub(crate) fn at_least(&self, key: &str) -> Option<Duration> {
+        self.held().get(key).and_then(|h| h.at_least)
+    }
+
+    /// Notes a guard of `key` held with `strategy`, and the at-least hold it asked for.
+    pub(crate) fn hold_started(&self, key: &str, strategy: Strategy, at_least: Option<Duration>) {
         let mut held = self.held();
-        let entry = held.entry(key.to_owned()).or_insert((strategy, 0));
-        entry.1 += 1;
+        let entry = held.entry(key.to_owned()).or_insert(HeldKey {
+            strategy,
+            guards: 0,
+            at_least: None,
+        });
+        entry.guards += 1;
+        entry.at_least = entry.at_least.max(at_least);
     }
 
     /// Notes that a guard of `key` ended.
     pub(crate) fn hold_ended(&self, key: &str) {
         let mut held = self.held();
         if let Some(entry) = held.get_mut(key) {
-            entry.1 = entry.1.saturating_sub(1);
-            if entry.1 == 0 {
+            entry.guards = entry.guards.saturating_sub(1);
+            if entry.guards == 0 {
                 held.remove(key);
             }
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Strategy, u32)>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, HeldKey>> {
         // The map is consistent after every statement that changes it: a panic while
         // holding the mutex cannot leave it half written.
         self.holds.lock().unwrap_or_else(PoisonError::into_inner)
@@ -167,6 +187,15 @@ impl Handle {
             self.notifier.clone(),
         )
     }
+}
+
+/// What a handle knows of a key its guards hold.
+#[derive(Debug, Clone, Copy)]
+struct HeldKey {
+    strategy: Strategy,
+    guards: u32,
+    /// The longest at-least hold its guards asked for, kept until the last one ends.
+    at_least: Option<Duration>,
 }
 
 /// An acquisition attempt under way on one key of a handle; see

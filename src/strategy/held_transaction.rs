@@ -20,6 +20,7 @@ use crate::db::values::Held;
 use crate::db::DbTransaction;
 use crate::support::error::Error;
 use crate::support::lost::LostReason;
+use crate::support::metrics::Meter;
 
 use super::grant::LockId;
 
@@ -80,6 +81,8 @@ pub(crate) struct TxHold {
     id: LockId,
     /// The grant's owner, for the check.
     owner: String,
+    /// The handle's metrics, for a loss.
+    meter: Meter,
 }
 
 impl TxHold {
@@ -91,6 +94,7 @@ impl TxHold {
         id: LockId,
         owner: String,
         every: Duration,
+        meter: Meter,
     ) -> (Arc<Self>, watch::Receiver<Option<LostReason>>) {
         let (lost, rx) = watch::channel(None);
         let check_now = Arc::new(Notify::new());
@@ -103,6 +107,7 @@ impl TxHold {
             check,
             id,
             owner,
+            meter,
         });
         let weak = Arc::downgrade(&hold);
         let task = tokio::spawn(async move {
@@ -119,15 +124,22 @@ impl TxHold {
                 let Some(tx) = slot.as_mut() else { return };
                 hold.lent.store(false, Ordering::Release);
                 if let Err(reason) = hold.check_transaction(tx).await {
-                    tracing::warn!(key = %hold.id.key, %reason,
-                        "a for-update lock's transaction ended; the lock is lost");
-                    hold.lost.send_replace(Some(reason));
+                    hold.fire(reason);
                     return;
                 }
             }
         });
         *hold.keepalive.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
         (hold, rx)
+    }
+
+    /// Tells the holder that its lock is lost, and why.
+    fn fire(&self, reason: LostReason) {
+        self.meter.lost(self.id.strategy, &self.id.key, reason);
+        tracing::warn!(key = %self.id.key, strategy = %self.id.strategy, owner = %self.owner,
+            token = self.id.token, %reason,
+            "a for-update lock's transaction ended; the lock is lost");
+        self.lost.send_replace(Some(reason));
     }
 
     /// The transaction, while the lock is held.
@@ -171,7 +183,7 @@ impl TxHold {
         // commits whatever ran after the rollback on its own).
         if self.lent.swap(false, Ordering::AcqRel) {
             if let Err(reason) = self.check_transaction(&mut tx).await {
-                self.lost.send_replace(Some(reason));
+                self.fire(reason);
                 let _ = tx.rollback().await;
                 return Ok(false);
             }
@@ -179,7 +191,7 @@ impl TxHold {
         match tx.commit().await {
             Ok(()) => Ok(true),
             Err(e) if connection_gone(&e) => {
-                self.lost.send_replace(Some(LostReason::ConnectionLost));
+                self.fire(LostReason::ConnectionLost);
                 Ok(false)
             }
             Err(e) => Err(Error::Database(e)),

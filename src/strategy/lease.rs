@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::db::retry::retry_contention;
-use crate::db::values::{Acquire, Extend};
+use crate::db::values::{Acquire, Extend, Release};
 use crate::db::{Failure, Grant};
 use crate::keepers::watchdog::Track;
 use crate::support::error::{Class, Error, Result};
@@ -56,7 +57,9 @@ pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>,
     if grant.gate_closed() {
         return Err(Failure::row_locked(Class::Contention, &ask.key));
     }
-    if grant.owner != handle.owner_text {
+    // Another owner's lease; or ours, kept by an at-least hold after its release with
+    // no hold left (MariaDB answers the row as it stands): busy for us too.
+    if grant.owner != handle.owner_text || grant.hold_count < 1 {
         return Ok(None);
     }
     if grant.strategy != ask.strategy.name() {
@@ -78,20 +81,42 @@ pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>,
 /// Gives back one hold, retrying statements that lost a deadlock race; whether the
 /// lease was still ours.
 ///
-/// The insert strategy's last hold deletes the row; a lease's row stays, free. On
-/// MariaDB a release waits a second at most on a row lock (the row of a lease that
-/// lapsed may be a for-update holder's for a whole transaction): when the row stays
-/// locked, a read that waits on nothing tells a lease that is gone (`false`) from a
-/// short lock (contention, tried again).
-pub(crate) async fn release(handle: &Handle, id: &LockId) -> Result<bool> {
+/// The insert strategy's last hold deletes the row; a lease's row stays, free. With an
+/// at-least hold (`at_least`, see [`LockRequest::at_least`](crate::LockRequest::at_least))
+/// the last hold frees the key only once that long has passed since the lease was
+/// taken, on the database clock; before then the row stays taken, with no hold, until
+/// then. On MariaDB a release waits a second at most on a row lock (the row of a lease
+/// that lapsed may be a for-update holder's for a whole transaction): when the row
+/// stays locked, a read that waits on nothing tells a lease that is gone (`false`) from
+/// a short lock (contention, tried again).
+pub(crate) async fn release(
+    handle: &Handle,
+    id: &LockId,
+    at_least: Option<Duration>,
+) -> Result<bool> {
     let held = id.held(&handle.owner_text);
     let db = &handle.db;
+    let insert = id.strategy == Strategy::Insert;
     retry_contention(|| async {
         let released = async {
-            if id.strategy == Strategy::Insert && db.insert_release(&held).await? {
-                return Ok(true);
+            match at_least {
+                None => {
+                    if insert && db.insert_release(&held).await? {
+                        return Ok(true);
+                    }
+                    db.lease_release(&held).await
+                }
+                Some(hold) => {
+                    let r = Release {
+                        held,
+                        at_least_us: i64::try_from(hold.as_micros()).unwrap_or(i64::MAX),
+                    };
+                    if insert && db.insert_release_at_least(&r).await? {
+                        return Ok(true);
+                    }
+                    db.lease_release_at_least(&r).await
+                }
             }
-            db.lease_release(&held).await
         }
         .await;
         match released {
@@ -155,6 +180,7 @@ impl LeaseHold {
             (true, None) => None,
         };
         let track = Track {
+            strategy: id.strategy,
             ttl: renewal.ttl,
             sent,
             renew_until,
@@ -197,23 +223,28 @@ impl LeaseHold {
         Ok(true)
     }
 
-    /// Stops renewal of this hold, then gives it back.
+    /// Stops renewal of this hold, then gives it back, keeping the key for the
+    /// at-least hold of the handle's holds of it, if they asked for one.
     pub(crate) async fn release(&self, handle: &Handle, id: &LockId) -> Result<bool> {
         handle.watchdog.unregister(&id.key, self.registration);
-        release(handle, id).await
+        release(handle, id, handle.at_least(&id.key)).await
     }
 
     /// Stops renewal of this hold at once and gives it back in the background, on the
-    /// runtime the caller has entered.
+    /// runtime the caller has entered, as [`release`](Self::release) does.
     pub(crate) fn release_in_background(&self, handle: &Arc<Handle>, id: LockId) {
         handle.watchdog.unregister(&id.key, self.registration);
+        // Read now: the guard's hold is counted until its drop ends.
+        let at_least = handle.at_least(&id.key);
+        let span = id.release_span(&handle.owner_text);
         let handle = handle.clone();
-        tokio::spawn(async move {
-            if let Err(e) = release(&handle, &id).await {
-                tracing::warn!(key = %id.key, error = %e,
+        let released = async move {
+            if let Err(e) = release(&handle, &id, at_least).await {
+                tracing::warn!(error = %e,
                     "releasing a dropped guard failed; the lease lapses at its expiry");
             }
-        });
+        };
+        tokio::spawn(released.instrument(span));
     }
 }
 

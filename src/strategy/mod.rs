@@ -92,7 +92,8 @@ impl Hold {
                 let id = id(token);
                 let keepalive = handle.settings.keepalive;
                 let owner = handle.owner_text.clone();
-                let (hold, lost) = TxHold::start(tx, check, id.clone(), owner, keepalive);
+                let meter = handle.meter.clone();
+                let (hold, lost) = TxHold::start(tx, check, id.clone(), owner, keepalive, meter);
                 (Self::Tx(hold), id, LostSignal::from(lost))
             }
         }

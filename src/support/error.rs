@@ -225,6 +225,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// Occurs when an at-least hold
+    /// ([`LockRequest::at_least`](crate::LockRequest::at_least)) is asked of the
+    /// for-update strategy: its lock is a row lock in a transaction, which ends at the
+    /// release and cannot outlast it. Reported before any SQL is sent.
+    #[error(
+        "an at-least hold keeps a lease or insert lock after its release; a {strategy} \
+         lock ends with its transaction: use the lease or insert strategy"
+    )]
+    AtLeastUnsupported {
+        /// The strategy's name.
+        strategy: &'static str,
+    },
+
     /// Occurs when [`LockGuard::fence`](crate::LockGuard::fence) is called where it does
     /// not apply: on a connection of another dialect than the lock's, or for a
     /// for-update lock, whose own transaction is fenced already.

@@ -89,13 +89,19 @@ impl LostSignal {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn example(guard: sqlock::LockGuard) {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// # let guard = locker.acquire("nightly-report").await?;
     /// let mut lost = guard.lost();
     /// tokio::spawn(async move {
     ///     let reason = lost.wait().await;
     ///     eprintln!("lock lost: {reason}");
     /// });
+    /// # Ok(())
     /// # }
     /// ```
     pub async fn wait(&mut self) -> LostReason {

@@ -10,12 +10,16 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::support::lost::{LostReason, LostSignal};
+use crate::support::metrics::Meter;
+use crate::support::strategy_kind::Strategy;
 
 use super::WatchdogStats;
 
 /// One held lease, as the watchdog tracks it.
 #[derive(Debug)]
 struct Lease {
+    /// The strategy it is held with, for the metrics of a loss.
+    strategy: Strategy,
     /// Which registration this is: a guard unregisters only its own, never a later
     /// grant of the same key and token (a re-entry after a local lapse).
     id: u64,
@@ -55,11 +59,16 @@ pub(crate) struct State {
     pub(super) renewed: AtomicU64,
     pub(super) failed_ticks: AtomicU64,
     pub(super) lost: AtomicU64,
+    /// The handle's metrics.
+    pub(super) meter: Meter,
+    /// The handle's owner, for the warning of a loss.
+    owner: String,
 }
 
 /// How a guard asks to be tracked.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Track {
+    pub(crate) strategy: Strategy,
     pub(crate) ttl: Duration,
     pub(crate) sent: Instant,
     /// `None`: renew for as long as it is held.
@@ -78,7 +87,7 @@ impl Drop for State {
 }
 
 impl State {
-    pub(super) fn new(interval: Option<Duration>) -> Self {
+    pub(super) fn new(interval: Option<Duration>, meter: Meter, owner: String) -> Self {
         Self {
             groups: Mutex::new(BTreeMap::new()),
             wake: Arc::new(Notify::new()),
@@ -90,6 +99,8 @@ impl State {
             renewed: AtomicU64::new(0),
             failed_ticks: AtomicU64::new(0),
             lost: AtomicU64::new(0),
+            meter,
+            owner,
         }
     }
 
@@ -155,7 +166,7 @@ impl State {
                     }
                     // An older grant of the key that lapsed unnoticed is lost by now.
                     if let Some(old) = group.leases.remove(key) {
-                        this.fire(&old, LostReason::NotHeld);
+                        this.fire(key, &old, LostReason::NotHeld);
                     }
                 }
             }
@@ -168,6 +179,7 @@ impl State {
             group.leases.insert(
                 key.to_owned(),
                 Lease {
+                    strategy: t.strategy,
                     id,
                     token,
                     holds: 1,
@@ -216,8 +228,12 @@ impl State {
         self.wake();
     }
 
-    fn fire(&self, lease: &Lease, reason: LostReason) {
+    /// Tells the holder of `key` that its lease is lost, and why.
+    fn fire(&self, key: &str, lease: &Lease, reason: LostReason) {
         self.lost.fetch_add(1, Ordering::Relaxed);
+        self.meter.lost(lease.strategy, key, reason);
+        tracing::warn!(key, strategy = %lease.strategy, owner = %self.owner,
+            token = lease.token, %reason, "lock lost");
         lease.lost.send_replace(Some(reason));
     }
 
@@ -265,7 +281,7 @@ impl State {
             if survivors.iter().any(|s| s == key) {
                 lease.valid_until = lease.valid_until.max(sent + ttl);
             } else if let Some(lease) = group.leases.remove(key) {
-                self.fire(&lease, LostReason::NotHeld);
+                self.fire(key, &lease, LostReason::NotHeld);
             }
         }
     }
@@ -290,7 +306,7 @@ impl State {
                     } else {
                         LostReason::Lapsed
                     };
-                    self.fire(&lease, reason);
+                    self.fire(&key, &lease, reason);
                 }
             }
         }
@@ -321,7 +337,7 @@ impl State {
                 .collect();
             for key in lost {
                 if let Some(lease) = group.leases.remove(&key) {
-                    self.fire(&lease, LostReason::PresenceLost);
+                    self.fire(&key, &lease, LostReason::PresenceLost);
                 }
             }
         }

@@ -26,11 +26,13 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::db::statement::batch_json;
 use crate::db::values::Renew;
 use crate::db::Db;
 use crate::support::lost::LostSignal;
+use crate::support::metrics::Meter;
 
 use super::presence::Presence;
 
@@ -73,15 +75,17 @@ struct Target {
 impl Watchdog {
     /// A watchdog that renews on `db` as `owner`, every `interval` (by default a third
     /// of each lease's TTL). Its task starts with the first lease. With `presence`, the
-    /// task checks the handle's presence session at each tick.
+    /// task checks the handle's presence session at each tick. `meter`: the handle's
+    /// metrics.
     pub(crate) fn new(
         interval: Option<Duration>,
         db: Db,
         owner: String,
         presence: Option<Arc<Presence>>,
+        meter: Meter,
     ) -> Self {
         Self {
-            state: Arc::new(State::new(interval)),
+            state: Arc::new(State::new(interval, meter, owner.clone())),
             target: Target {
                 db,
                 owner,
@@ -136,7 +140,9 @@ async fn run(weak: Weak<State>, wake: Arc<Notify>, target: Target) {
             }
             let (due, next_tick) = state.due(Instant::now());
             for (ttl, batch) in due {
-                tick(&state, &target, ttl, batch).await;
+                let span = tracing::debug_span!("sqlock.renew", table = %target.db.table(),
+                    owner = %target.owner, ttl = ?ttl, leases = batch.len());
+                tick(&state, &target, ttl, batch).instrument(span).await;
             }
             let next_lapse = state.check_lapses();
             match (next_tick, next_lapse) {
@@ -194,17 +200,20 @@ async fn tick(this: &State, target: &Target, ttl: Duration, batch: Batch) {
             };
             this.renewed
                 .fetch_add(survivors.len() as u64, Ordering::Relaxed);
+            this.meter.renewed(survivors.len() as u64);
             this.settle(ttl, sent, &batch, &survivors);
         }
         Ok(Err(failure)) => {
             this.statements.fetch_add(1, Ordering::Relaxed);
             this.failed_ticks.fetch_add(1, Ordering::Relaxed);
+            this.meter.renewal_failed();
             tracing::warn!(error = %failure.error, leases = batch.len(),
                 "lease renewal failed; trying again next tick");
         }
         Err(_) => {
             this.statements.fetch_add(1, Ordering::Relaxed);
             this.failed_ticks.fetch_add(1, Ordering::Relaxed);
+            this.meter.renewal_failed();
             tracing::warn!(leases = batch.len(), waited = ?limit,
                 "lease renewal got no answer in time; trying again next tick");
         }

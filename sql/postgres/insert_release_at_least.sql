@@ -1,0 +1,14 @@
+-- insert_release for a lock taken with an at-least hold (LockRequest::at_least): delete
+-- the row of the last hold, when the lease is still ours, only once :at_least_us has
+-- passed since it was taken (acquired_at, on the database clock). Before that nothing
+-- matches, and lease_release_at_least keeps the row until the hold ends.
+-- Expiry is compared as a difference, which no index serves, so that the planner
+-- finds the row by its key (see insert_release).
+DELETE FROM "{table}"
+WHERE lock_key = :key
+  AND lock_owner = :owner
+  AND fencing_token = :token
+  AND locked
+  AND hold_count = 1
+  AND expires_at - statement_timestamp() > INTERVAL '0'
+  AND acquired_at + :at_least_us * INTERVAL '1 microsecond' <= statement_timestamp()

@@ -1,0 +1,15 @@
+-- insert_release_at_least, with a wake-up for waiters (LockerBuilder::notify_waiters):
+-- delete the row of the last hold once the at-least hold is over, and tell the
+-- listeners of the table's channel that the key is free, in the same statement.
+WITH released AS (
+    DELETE FROM "{table}"
+    WHERE lock_key = :key
+      AND lock_owner = :owner
+      AND fencing_token = :token
+      AND locked
+      AND hold_count = 1
+      AND expires_at - statement_timestamp() > INTERVAL '0'
+      AND acquired_at + :at_least_us * INTERVAL '1 microsecond' <= statement_timestamp()
+    RETURNING lock_key
+)
+SELECT lock_key, pg_notify('{channel}', lock_key) FROM released

@@ -1,0 +1,12 @@
+-- insert_release for a lock taken with an at-least hold (LockRequest::at_least): delete
+-- the row of the last hold, when the lease is still ours, only once :at_least_us has
+-- passed since it was taken (acquired_at, on the database clock). Before that nothing
+-- matches, and lease_release_at_least keeps the row until the hold ends.
+DELETE FROM "{table}"
+WHERE lock_key = :key
+  AND lock_owner = :owner
+  AND fencing_token = :token
+  AND locked
+  AND hold_count = 1
+  AND expires_at > CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)
+  AND acquired_at + :at_least_us <= CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)

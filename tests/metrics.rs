@@ -1,0 +1,226 @@
+//! The metrics (feature `metrics`), read back through the facade's in-memory recorder:
+//! a grant, a busy answer, a timeout, a handoff, a loss and renewals move their
+//! counters and histograms, the gauge of held locks follows the guards, and the key is
+//! a label only when the handle asks for it. On every backend.
+#![cfg(all(
+    feature = "metrics",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite"
+))]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use sqlock::Error;
+
+/// A deadline for conditions that take a moment, generous for a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// What the recorder has seen since the test binary started, by metric and labels
+/// (`name{label=value,...}`, labels sorted): counters and gauges as they stand, and
+/// how many samples each histogram has had. A snapshot of the recorder hands over
+/// what changed since the one before (it resets what it read), so the changes are
+/// summed here.
+#[derive(Default)]
+struct Seen {
+    counters: HashMap<String, u64>,
+    gauges: HashMap<String, f64>,
+    samples: HashMap<String, usize>,
+}
+
+fn recorder() -> &'static (Snapshotter, Mutex<Seen>) {
+    static RECORDER: OnceLock<(Snapshotter, Mutex<Seen>)> = OnceLock::new();
+    RECORDER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the test binary installs no other recorder");
+        (snapshotter, Mutex::new(Seen::default()))
+    })
+}
+
+/// What the recorder has seen, brought up to date.
+fn seen() -> MutexGuard<'static, Seen> {
+    let (snapshotter, seen) = recorder();
+    let mut seen = seen.lock().unwrap();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let mut labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        labels.sort();
+        let id = format!("{}{{{}}}", key.name(), labels.join(","));
+        match value {
+            DebugValue::Counter(n) => *seen.counters.entry(id).or_default() += n,
+            // Only ever incremented and decremented: each snapshot hands over the
+            // change since the last one.
+            DebugValue::Gauge(v) => *seen.gauges.entry(id).or_default() += v.into_inner(),
+            DebugValue::Histogram(v) => *seen.samples.entry(id).or_default() += v.len(),
+        }
+    }
+    seen
+}
+
+/// The series id of `name` for a lease of `table`, with `extra` labels.
+fn series(name: &str, table: &str, extra: &[(&str, &str)]) -> String {
+    let mut labels = vec!["strategy=lease".to_owned(), format!("table={table}")];
+    labels.extend(extra.iter().map(|(k, v)| format!("{k}={v}")));
+    labels.sort();
+    format!("{name}{{{}}}", labels.join(","))
+}
+
+fn counter(id: &str) -> u64 {
+    seen().counters.get(id).copied().unwrap_or(0)
+}
+
+fn gauge(id: &str) -> f64 {
+    seen().gauges.get(id).copied().unwrap_or(0.0)
+}
+
+fn samples(id: &str) -> usize {
+    seen().samples.get(id).copied().unwrap_or(0)
+}
+
+/// Waits until `ready` holds, within [`PATIENCE`].
+async fn until(what: &str, ready: impl Fn() -> bool) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !ready() {
+        anyhow::ensure!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_grant_a_busy_answer_a_timeout_and_a_handoff_move_their_metrics() -> anyhow::Result<()> {
+    for b in common::backends("metrics_moves").await {
+        let d = b.dialect;
+        let t = b.table.as_str();
+        let a = b.fresh_table().await?;
+        let other = b.locker().await?;
+        let grants = series("sqlock_grants_total", t, &[]);
+        let busy = series("sqlock_busy_total", t, &[]);
+        let timeouts = series("sqlock_timeouts_total", t, &[]);
+        let acquire = series("sqlock_acquire_seconds", t, &[]);
+        let held_for = series("sqlock_held_seconds", t, &[]);
+        let handoff = series("sqlock_handoff_seconds", t, &[]);
+        let held = series("sqlock_locks_held", t, &[]);
+        let statements = format!("sqlock_statements_total{{table={t}}}");
+
+        // A grant.
+        let (g0, a0, h0, s0) = (
+            counter(&grants),
+            samples(&acquire),
+            gauge(&held),
+            counter(&statements),
+        );
+        let guard = a.try_acquire("job").await?.expect("a free key is granted");
+        assert_eq!(counter(&grants), g0 + 1, "{d}");
+        assert_eq!(samples(&acquire), a0 + 1, "{d}");
+        assert_eq!(gauge(&held), h0 + 1.0, "{d}: one more guard held");
+        assert!(
+            counter(&statements) > s0,
+            "{d}: the acquisition's statement"
+        );
+
+        // A busy answer, and a timeout.
+        let b0 = counter(&busy);
+        assert!(other.try_acquire("job").await?.is_none(), "{d}");
+        assert_eq!(counter(&busy), b0 + 1, "{d}");
+        let o0 = counter(&timeouts);
+        let waited = other
+            .acquire_timeout("job", Duration::from_millis(50))
+            .await;
+        assert!(
+            matches!(waited, Err(Error::Timeout { .. })),
+            "{d}: {waited:?}"
+        );
+        assert_eq!(counter(&timeouts), o0 + 1, "{d}");
+
+        // A handoff: a waiter found it busy, and gets it once it is released.
+        let b1 = counter(&busy);
+        let (f0, q0) = (samples(&held_for), samples(&handoff));
+        let waiter = {
+            let other = other.clone();
+            tokio::spawn(async move { other.lock("job").timeout(PATIENCE).acquire().await })
+        };
+        until("the waiter found the lock busy", || counter(&busy) > b1).await?;
+        assert!(guard.release().await?, "{d}");
+        let next = waiter.await??;
+        assert_eq!(
+            samples(&held_for),
+            f0 + 1,
+            "{d}: the released guard's time held"
+        );
+        assert_eq!(samples(&handoff), q0 + 1, "{d}: the waiter's handoff");
+        assert_eq!(
+            gauge(&held),
+            h0 + 1.0,
+            "{d}: one guard released, one granted"
+        );
+        assert!(next.release().await?, "{d}");
+        assert_eq!(gauge(&held), h0, "{d}: no guard held");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_loss_and_renewals_move_their_counters() -> anyhow::Result<()> {
+    for b in common::backends("metrics_loss").await {
+        let d = b.dialect;
+        let t = b.table.as_str();
+        b.fresh_table().await?;
+        // Renewals every 20 ms: a loss is found at the next tick.
+        let a = b
+            .builder()
+            .await?
+            .renew_interval(Duration::from_millis(20))
+            .build()?;
+        let operator = b.locker().await?;
+        let losses = series("sqlock_losses_total", t, &[("reason", "not_held")]);
+        let renewals = format!("sqlock_renewals_total{{table={t}}}");
+
+        let r0 = counter(&renewals);
+        let guard = a.acquire("lost-job").await?;
+        until("a renewal", || counter(&renewals) > r0).await?;
+
+        let l0 = counter(&losses);
+        assert!(operator.force_release("lost-job").await?, "{d}");
+        let reason = tokio::time::timeout(PATIENCE, guard.lost().wait()).await?;
+        assert_eq!(reason, sqlock::LostReason::NotHeld, "{d}");
+        assert_eq!(counter(&losses), l0 + 1, "{d}");
+        assert!(!guard.release().await?, "{d}: lost");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_key_is_a_label_only_when_asked_for() -> anyhow::Result<()> {
+    for b in common::backends("metrics_key").await {
+        let d = b.dialect;
+        let t = b.table.as_str();
+        b.fresh_table().await?;
+        let plain = b.locker().await?;
+        let keyed = b.builder().await?.metrics_key_label(true).build()?;
+        assert!(plain.try_acquire("plain-key").await?.is_some(), "{d}");
+        assert!(keyed.try_acquire("keyed-key").await?.is_some(), "{d}");
+        let seen = seen();
+        let of_table = |needle: &str| {
+            seen.counters.keys().any(|k| {
+                k.starts_with("sqlock_grants_total{")
+                    && k.contains(&format!("table={t}"))
+                    && k.contains(needle)
+            })
+        };
+        assert!(of_table("key=keyed-key"), "{d}: the keyed handle's grant");
+        assert!(!of_table("key=plain-key"), "{d}: a key label by default");
+    }
+    Ok(())
+}
