@@ -313,3 +313,49 @@ async fn two_schedulers_on_two_handles_run_a_job_once_per_period() -> anyhow::Re
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn releases_that_wake_waiters_keep_the_hold_too() -> anyhow::Result<()> {
+    // PostgreSQL's releases that announce a freed key (notify_waiters) are statements
+    // of their own.
+    for b in common::backends_of("at_least_notify", &[Dialect::Postgres]).await {
+        b.fresh_table().await?;
+        let a = b.builder().await?.notify_waiters(true).build()?;
+        for strategy in STRATEGIES {
+            let kept = format!("notify-kept-{strategy}");
+            let guard = a
+                .lock(&kept)
+                .strategy(strategy)
+                .at_least(Duration::from_secs(600))
+                .try_acquire()
+                .await?
+                .expect("free");
+            assert!(guard.release().await?, "{strategy}");
+            let info = a
+                .lock_info(&kept)
+                .await?
+                .expect("kept by the at-least hold");
+            assert_eq!(info.hold_count, 0, "{strategy}");
+            b.expire(a.pool(), &kept).await?;
+
+            let over = format!("notify-over-{strategy}");
+            let hold = Duration::from_millis(50);
+            let guard = a
+                .lock(&over)
+                .strategy(strategy)
+                .at_least(hold)
+                .try_acquire()
+                .await?
+                .expect("free");
+            let end =
+                a.lock_info(&over).await?.expect("held").acquired_at + TimeDelta::from_std(hold)?;
+            lock_info_when(&a, &over, |i| db_now(i) >= end).await?;
+            assert!(guard.release().await?, "{strategy}");
+            assert!(
+                a.lock_info(&over).await?.is_none(),
+                "{strategy}: freed at once"
+            );
+        }
+    }
+    Ok(())
+}
