@@ -19,15 +19,17 @@ use sqlock::{Dialect, Strategy, TableName};
 /// Durations read 500ms, 30s, 5m, 1h30m (units ms, s, m, h, d).
 ///
 /// Exit status:
-///   0    success; for `run`, the command's own status (128+N when signal N ended it)
+///   0    success; for `run` and `elect`, the command's own status (128+N when
+///        signal N ended it)
 ///   64   bad usage or input: key, duration, table name, strategy, any usage error
 ///   69   the database is unreachable, or the lock table is missing
 ///   70   an unexpected database or internal error
 ///   75   `run`: the lock was not acquired (busy with --no-wait, or --wait ran out);
-///        `release --force`: the lock was not held
-///   76   `run`: the lock was lost while the command ran
-///   126  `run`: the command could not be executed (permission denied)
-///   127  `run`: the command was not found
+///        `release --force`: the lock was not held; `leader`: nobody leads
+///   76   `run`: the lock was lost while the command ran; `elect`: leadership was
+///        lost while the command ran (without --again)
+///   126  `run`, `elect`: the command could not be executed (permission denied)
+///   127  `run`, `elect`: the command was not found
 #[derive(Debug, Parser)]
 #[command(name = "sqlock", version, verbatim_doc_comment, max_term_width = 100)]
 pub struct Cli {
@@ -105,6 +107,48 @@ pub enum Command {
     /// was not acquired; 76 when it was lost; 126/127 when the command cannot run.
     #[command(verbatim_doc_comment)]
     Run(RunArgs),
+
+    /// Run a long-lived command while this process leads the election NAME
+    ///
+    /// sqlock campaigns (waits) until it leads, then runs the command with the term in
+    /// its environment: SQLOCK_ELECTION, SQLOCK_LEADER_ID, SQLOCK_TERM (also as
+    /// SQLOCK_FENCING_TOKEN: the term is the fencing token of the election's lease,
+    /// strictly rising from one leader to the next), SQLOCK_KEY and SQLOCK_OWNER.
+    ///
+    /// The election is a lease on the key election:NAME with a 15 s TTL by default,
+    /// renewed while the command runs. The command is supervised as `run` supervises
+    /// its own (signals passed on to its process group, a watcher that kills the group
+    /// should sqlock die, presence where it is safe):
+    ///   - if leadership is lost (a pause past the TTL, a cut from the database, an
+    ///     operator's `release --force election:NAME`), the whole group gets SIGTERM,
+    ///     then SIGKILL after 2 s; sqlock exits 76, or with --again campaigns again and
+    ///     starts the command anew when it leads again;
+    ///   - when the command exits, sqlock resigns at once (the next candidate leads
+    ///     without waiting for the TTL) and exits with the command's status.
+    ///
+    /// `sqlock leader NAME` tells who leads.
+    ///
+    /// Exit status: the command's (128+N when signal N ended it); 76 when leadership
+    /// was lost (without --again); 126/127 when the command cannot run.
+    #[command(verbatim_doc_comment)]
+    Elect(ElectArgs),
+
+    /// Print who leads the election NAME: identity, term, since when
+    ///
+    /// Read from the election's live lease and the identity recorded for its term, in
+    /// one statement, on the database clock.
+    ///
+    /// Exit status: 0 when a leader was printed; 75 when nobody leads (with --json,
+    /// after printing {"election": NAME, "leader": null}).
+    #[command(verbatim_doc_comment)]
+    Leader {
+        /// Print a JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The election's name: 1 to 246 bytes of UTF-8, no NUL.
+        #[arg(value_parser = parse_election)]
+        name: String,
+    },
 
     /// List the locks held now
     ///
@@ -211,6 +255,69 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// `sqlock elect`.
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// The identity recorded for this candidate's terms, shown by `sqlock leader`
+    /// (1 to 255 bytes): how the others reach the leader. Defaults to HOST:PID.
+    #[arg(long, value_name = "ID", value_parser = parse_identity)]
+    pub id: Option<String>,
+
+    /// The TTL of the election's lease: how long a leader that stopped renewing it
+    /// (killed, paused, cut off) stays leader at most. Renewed every third of it.
+    #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse_ttl)]
+    pub ttl: Duration,
+
+    /// Campaign again after leadership was lost, instead of exiting 76, and run the
+    /// command anew in the next term.
+    #[arg(long)]
+    pub again: bool,
+
+    /// The election's name (its lock key is election:NAME): 1 to 246 bytes of UTF-8,
+    /// no NUL.
+    #[arg(value_parser = parse_election)]
+    pub name: String,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// The library's rules for an election's name, checked before connecting as keys are.
+fn parse_election(name: &str) -> Result<String, sqlock::Error> {
+    if name.is_empty() {
+        return Err(sqlock::Error::EmptyKey);
+    }
+    if name.len() > sqlock::MAX_ELECTION_NAME_BYTES {
+        return Err(sqlock::Error::KeyTooLong {
+            len: name.len(),
+            max: sqlock::MAX_ELECTION_NAME_BYTES,
+        });
+    }
+    if name.contains('\0') {
+        return Err(sqlock::Error::KeyContainsNul);
+    }
+    Ok(name.to_owned())
+}
+
+/// The library's rules for a leader's identity.
+fn parse_identity(id: &str) -> Result<String, String> {
+    if id.is_empty() {
+        return Err("the identity is empty".into());
+    }
+    if id.len() > sqlock::MAX_IDENTITY_BYTES {
+        return Err(format!(
+            "the identity is {} bytes long, the limit is {} bytes",
+            id.len(),
+            sqlock::MAX_IDENTITY_BYTES
+        ));
+    }
+    if id.contains('\0') {
+        return Err("the identity contains a NUL character".into());
+    }
+    Ok(id.to_owned())
 }
 
 fn parse_table(name: &str) -> Result<TableName, sqlock::Error> {
@@ -320,6 +427,35 @@ mod tests {
     }
 
     #[test]
+    fn elect_parses_its_contract() {
+        let cli = Cli::try_parse_from([
+            "sqlock",
+            "elect",
+            "--id",
+            "10.0.0.1:80",
+            "--ttl",
+            "5s",
+            "--again",
+            "sched",
+            "--",
+            "sh",
+            "-c",
+            "serve",
+        ])
+        .unwrap();
+        let Command::Elect(elect) = cli.command else {
+            panic!("not elect")
+        };
+        assert_eq!(elect.id.as_deref(), Some("10.0.0.1:80"));
+        assert_eq!(elect.ttl, Duration::from_secs(5));
+        assert!(elect.again);
+        assert_eq!(elect.name, "sched");
+        assert_eq!(elect.command, ["sh", "-c", "serve"]);
+        let long = "n".repeat(sqlock::MAX_ELECTION_NAME_BYTES + 1);
+        assert!(Cli::try_parse_from(["sqlock", "leader", &long]).is_err());
+    }
+
+    #[test]
     fn bad_input_is_refused_while_parsing() {
         let long = "k".repeat(256);
         for args in [
@@ -331,6 +467,13 @@ mod tests {
             &["run", "--strategy", "optimistic", "k", "--", "true"],
             &["run", "--wait", "1s", "--no-wait", "k", "--", "true"],
             &["run", "k"],
+            &["elect", "", "--", "true"],
+            &["elect", &long, "--", "true"],
+            &["elect", "--id", "", "n", "--", "true"],
+            &["elect", "--ttl", "0s", "n", "--", "true"],
+            &["elect", "n"],
+            &["leader"],
+            &["leader", ""],
             &["--table", "Bad-Name", "list"],
             &["release", "k"],
             &["sweep", "--batch", "0"],

@@ -12,6 +12,7 @@
 mod args;
 mod connect;
 mod duration;
+mod elect;
 mod ops;
 mod run;
 mod tree;
@@ -24,7 +25,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 use sqlock::{Dialect, Locker};
 
-pub use args::{Cli, Command, RunArgs};
+pub use args::{Cli, Command, ElectArgs, RunArgs};
 pub use connect::DEFAULT_DATABASE_URL;
 
 /// Bad usage or input: a bad key, duration, table name or strategy, an unknown
@@ -36,9 +37,11 @@ pub const EXIT_UNAVAILABLE: i32 = 69;
 /// (`EX_SOFTWARE`).
 pub const EXIT_SOFTWARE: i32 = 70;
 /// `run`: the lock was not acquired, busy with `--no-wait` or still busy when `--wait`
-/// ran out; `release --force`: the lock was not held (`EX_TEMPFAIL`: try again later).
+/// ran out; `release --force`: the lock was not held; `leader`: nobody leads
+/// (`EX_TEMPFAIL`: try again later).
 pub const EXIT_NOT_ACQUIRED: i32 = 75;
-/// `run`: the lock was lost while the command ran, which was stopped.
+/// `run`: the lock was lost while the command ran, which was stopped; `elect`: so was
+/// the leadership (without `--again`).
 pub const EXIT_LOST: i32 = 76;
 /// `run`: the command exists but could not be executed (as shells report it).
 pub const EXIT_CANNOT_EXECUTE: i32 = 126;
@@ -109,7 +112,8 @@ impl From<sqlock::Error> for Failure {
             | E::TtlTooLong { .. }
             | E::InvalidTableName { .. }
             | E::InvalidBatch { .. }
-            | E::InvalidSchedule { .. } => Self::Usage(e.to_string()),
+            | E::InvalidSchedule { .. }
+            | E::InvalidIdentity { .. } => Self::Usage(e.to_string()),
             E::SchedulerUnavailable { .. } => Self::Unavailable(e.to_string()),
             E::MissingSweepProcedure { ref name, .. } => Self::Unavailable(format!(
                 "the sweep procedure {name:?} does not exist: run `sqlock migrate` (or \
@@ -126,7 +130,7 @@ impl From<sqlock::Error> for Failure {
                 "{e}; a for-update lock cannot be released by force: end its holder's \
                  transaction or session"
             )),
-            E::LockLost { .. } => Self::Lost(e.to_string()),
+            E::LockLost { .. } | E::LeadershipLost { .. } => Self::Lost(e.to_string()),
             // The tool turns presence on only where the check allowed it; should the
             // marker still fail (its file, its connection), say how to go without.
             E::PresenceUnavailable { .. } => Self::Unavailable(format!(
@@ -294,11 +298,16 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     }
     let pooling = cli.transaction_pooling || connect::transaction_pooling_from_env();
     let pool = connect::connect(&url, pooling).await?;
-    let builder = Locker::builder(pool.clone())
+    let mut builder = Locker::builder(pool.clone())
         .table(cli.table.as_str())
         .transaction_pooling(pooling);
+    if matches!(cli.command, Command::Elect(_)) && pool.dialect() == Dialect::Postgres && !pooling {
+        // A resignation wakes the other candidates at once rather than at their next
+        // poll (and a transaction-pooling proxy cannot deliver notifications).
+        builder = builder.notify_waiters(true);
+    }
     let mut locker = builder.clone().build()?;
-    let holds = matches!(cli.command, Command::Run(_));
+    let holds = matches!(cli.command, Command::Run(_) | Command::Elect(_));
     if holds && !cli.no_presence && !connect::no_presence_from_env() {
         // Presence where it is safe: the check asks the server once (a Galera node
         // says no), and a server that cannot be asked is left to the commands.
@@ -313,6 +322,8 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     }
     let outcome = match cli.command {
         Command::Run(args) => run::run(&locker, args).await,
+        Command::Elect(args) => elect::elect(&locker, args).await,
+        Command::Leader { name, json } => elect::leader(&locker, &name, json).await,
         Command::List { json } => ops::list(&locker, json).await,
         Command::Release { key, .. } => ops::release(&locker, &key).await,
         Command::Sweep {

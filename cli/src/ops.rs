@@ -86,7 +86,7 @@ fn print_table(locks: &[LockInfo]) {
 
 /// A key as it can be shown in one table cell: quoted and escaped if it holds control
 /// characters, which would break the table.
-fn printable(key: &str) -> String {
+pub(crate) fn printable(key: &str) -> String {
     if key.chars().any(char::is_control) {
         format!("{key:?}")
     } else {

@@ -38,11 +38,12 @@ pub(crate) enum Param {
     Batches,
     Presence,
     Gone,
+    Identity,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 15] = [
+    const NAMES: [(Self, &'static str); 16] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -58,13 +59,14 @@ impl Param {
         (Self::Batches, "batches"),
         (Self::Presence, "presence"),
         (Self::Gone, "gone"),
+        (Self::Identity, "identity"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 15] = {
-        let mut all = [Self::Key; 15];
+    pub(crate) const ALL: [Self; 16] = {
+        let mut all = [Self::Key; 16];
         let mut i = 0;
-        while i < 15 {
+        while i < 16 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }
