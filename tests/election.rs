@@ -657,3 +657,43 @@ async fn lead_cancels_the_work_when_leadership_is_lost() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// On PostgreSQL, with `notify_waiters` on both sides, a follower whose poll period is
+/// an hour learns of a new term and of a resignation all the same: by notification.
+#[tokio::test]
+async fn a_follower_is_woken_by_notifications_on_postgres() -> anyhow::Result<()> {
+    for b in common::backends_of("election_notify", &[Dialect::Postgres]).await {
+        b.fresh_table().await?;
+        let handle = |b: common::Backend| async move {
+            anyhow::Ok(b.builder().await?.notify_waiters(true).build()?)
+        };
+        let follower = handle(b.clone())
+            .await?
+            .election("notify")
+            .poll_interval(Duration::from_secs(3600));
+        let candidate = handle(b.clone()).await?.election("notify").id("n:1");
+        let mut watch = follower.observe();
+        assert!(watch.changed().await?.is_none());
+        let (saw_tx, mut saw_rx) = mpsc::unbounded_channel();
+        let next = tokio::spawn(async move {
+            let leader = watch.changed().await?;
+            let _ = saw_tx.send(leader.clone());
+            let gone = watch.changed().await?;
+            anyhow::Ok((leader, gone))
+        });
+        let leadership = candidate.campaign().await?;
+        let term = leadership.term();
+        // Resign only once the follower saw the term, so that it sees both changes.
+        let seen = tokio::time::timeout(DEADLINE, saw_rx.recv())
+            .await?
+            .context("the follower ended")?;
+        assert_eq!(
+            seen.map(|l| (l.term, l.identity)),
+            Some((term, "n:1".into()))
+        );
+        assert!(leadership.resign().await?);
+        let (_, gone) = tokio::time::timeout(DEADLINE, next).await???;
+        assert!(gone.is_none());
+    }
+    Ok(())
+}

@@ -108,6 +108,57 @@ fn wait_gone(pid: u32, what: &str) {
     }
 }
 
+/// Four candidate processes, each leading three terms in turn (its command marks the
+/// start and the end of its term in one file, then exits, and sqlock resigns): the
+/// marks never interleave, so no two terms overlapped, and the terms rise.
+#[test]
+fn several_candidates_lead_one_at_a_time_with_rising_terms() {
+    const PROCESSES: usize = 4;
+    const TERMS_EACH: usize = 3;
+    in_parallel(backends("cli_elect_overlap"), |b| {
+        let what = b.name;
+        let name = key("overlap");
+        let log = b.path("terms.log");
+        // The sleep widens the window an overlap would show in.
+        let script = format!(
+            "echo \"start $SQLOCK_TERM\" >> {0}; sleep 0.05; echo \"end $SQLOCK_TERM\" >> {0}",
+            log.display()
+        );
+        let workers: Vec<_> = (0..PROCESSES)
+            .map(|i| {
+                let (b, name, script) = (b.clone(), name.clone(), script.clone());
+                thread::spawn(move || {
+                    for _ in 0..TERMS_EACH {
+                        let id = format!("p{i}");
+                        let o = b.sqlock(&[
+                            "elect", "--ttl", "10s", "--id", &id, &name, "--", "sh", "-c", &script,
+                        ]);
+                        assert!(o.status.success(), "{}: {}", b.name, stderr(&o));
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        let text = fs::read_to_string(&log).unwrap();
+        let marks: Vec<&str> = text.lines().collect();
+        assert_eq!(marks.len(), 2 * PROCESSES * TERMS_EACH, "{what}: {text}");
+        let mut last = 0i64;
+        for pair in marks.chunks(2) {
+            let term = |line: &str, mark: &str| -> i64 {
+                line.strip_prefix(mark)
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or_else(|| panic!("{what}: {line:?} is not {mark:?}: {text}"))
+            };
+            let (start, end) = (term(pair[0], "start "), term(pair[1], "end "));
+            assert_eq!(start, end, "{what}: overlapping terms {pair:?}");
+            assert!(start > last, "{what}: term {start} after {last}");
+            last = start;
+        }
+    });
+}
+
 #[test]
 fn candidates_elect_one_leader_and_hand_over() {
     in_parallel(backends("cli_elect"), |b| {
