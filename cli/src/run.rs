@@ -100,8 +100,9 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
 
     if let Some(at_least) = args.at_least {
         // The lock stays taken until the window is over, so that a job scheduled a
-        // little apart on another host does not run again. A loss or an operator's
-        // signal ends the window early.
+        // little apart on another host does not run again: sqlock stays, renewing. A
+        // loss or an operator's signal ends the window early, and the release below
+        // follows at once (documented in the help and README).
         tokio::select! {
             () = tokio::time::sleep_until(taken + at_least) => {}
             _ = lost.wait() => {}
@@ -120,7 +121,17 @@ async fn acquire(locker: &Locker, args: &RunArgs) -> Result<LockGuard, Failure> 
         // `acquire_timeout`): a zero wait means one attempt.
         _ if args.no_wait => request.try_acquire().await?.ok_or_else(busy),
         Some(wait) if wait.is_zero() => request.try_acquire().await?.ok_or_else(busy),
-        Some(wait) => Ok(request.acquire_timeout(wait).await?),
+        Some(wait) => match request.acquire_timeout(wait).await {
+            Ok(guard) => Ok(guard),
+            // Said with the --wait the user wrote, not the few milliseconds more the
+            // call took to notice.
+            Err(sqlock::Error::Timeout { .. }) => Err(Failure::NotAcquired(format!(
+                "lock {:?} is still held elsewhere: --wait {} ran out",
+                args.key,
+                crate::duration::human(wait)
+            ))),
+            Err(e) => Err(e.into()),
+        },
         None => Ok(request.acquire().await?),
     }
 }
