@@ -191,7 +191,8 @@ pub enum Command {
         unschedule: bool,
         /// At most this many rows per delete statement (1 to 100000).
         #[arg(long, value_name = "N", default_value_t = 1000,
-              value_parser = clap::value_parser!(u32).range(1..=i64::from(sqlock::MAX_SWEEP_BATCH)))]
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(sqlock::MAX_SWEEP_BATCH)),
+              allow_negative_numbers = true)]
         batch: u32,
         /// Print JSON objects, one a line, instead of text.
         #[arg(long)]
@@ -239,7 +240,7 @@ pub enum Command {
         /// A command whose page to print (run, list, status, ...).
         command: Option<String>,
         /// Write every page, as NAME.1 files, into this existing directory.
-        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        #[arg(long, value_name = "DIR", conflicts_with = "command", value_parser = parse_dir)]
         dir: Option<std::path::PathBuf>,
     },
 }
@@ -335,6 +336,17 @@ fn parse_ttl(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(ttl)
+}
+
+/// Checked while parsing, so a mistyped directory is bad input (64) rather than a
+/// failed write.
+fn parse_dir(path: &str) -> Result<std::path::PathBuf, String> {
+    let dir = std::path::PathBuf::from(path);
+    if dir.is_dir() {
+        Ok(dir)
+    } else {
+        Err(format!("{path:?} is not an existing directory"))
+    }
 }
 
 /// A zero interval would sweep in a busy loop.

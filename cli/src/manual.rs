@@ -35,7 +35,8 @@ pub(crate) fn man(command: Option<&str>, dir: Option<&Path>) -> Result<i32, Fail
             ))
         };
         for page in std::iter::once(cmd.clone()).chain(cmd.get_subcommands().cloned()) {
-            page_of(page).generate_to(dir).map_err(cannot)?;
+            let man = page_of(page);
+            std::fs::write(dir.join(man.get_filename()), render(&man)?).map_err(cannot)?;
         }
         return Ok(0);
     }
@@ -49,9 +50,7 @@ pub(crate) fn man(command: Option<&str>, dir: Option<&Path>) -> Result<i32, Fail
             ))
         })?,
     };
-    let mut out = Vec::new();
-    page_of(page).render(&mut out)?;
-    write_stdout(&out)
+    write_stdout(&render(&page_of(page))?)
 }
 
 /// A page, its footer naming sqlock and its version (a command's own would say only
@@ -60,6 +59,30 @@ fn page_of(cmd: clap::Command) -> clap_mangen::Man {
     clap_mangen::Man::new(cmd)
         .source(format!("sqlock {}", env!("CARGO_PKG_VERSION")))
         .manual("sqlock manual")
+}
+
+/// The page's roff, with the help text's indented lines (the exit codes, `run`'s list
+/// of signals) kept as written: roff would fill them into the paragraph around them.
+fn render(man: &clap_mangen::Man) -> Result<Vec<u8>, Failure> {
+    let mut roff = Vec::new();
+    man.render(&mut roff)?;
+    let roff = String::from_utf8_lossy(&roff);
+    let mut out = String::with_capacity(roff.len() + 64);
+    let mut unfilled = false;
+    for line in roff.lines() {
+        // Text lines only: a control line starts with '.' (or '\'').
+        let indented = line.starts_with(' ');
+        if indented != unfilled {
+            out.push_str(if indented { ".nf\n" } else { ".fi\n" });
+            unfilled = indented;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    if unfilled {
+        out.push_str(".fi\n");
+    }
+    Ok(out.into_bytes())
 }
 
 /// Writes all of `bytes` on stdout; a closed pipe (`sqlock man | head`) is no error.

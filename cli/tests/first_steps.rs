@@ -46,6 +46,7 @@ fn durations_are_refused_in_the_tools_own_words() {
             "cannot be negative",
         ),
         (&["sweep", "--grace", "-1h"], "cannot be negative"),
+        (&["sweep", "--batch", "-1"], "-1 is not in 1..=100000"),
         (&["sweep", "--every", "-10s"], "cannot be negative"),
         (
             &["run", "--ttl", "99999999999999999999s", "k", "--", "true"],

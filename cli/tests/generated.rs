@@ -98,6 +98,11 @@ fn man_pages_cover_every_command() {
         );
     }
     assert!(page.contains("Exit status"), "the exit codes are missing");
+    // The help's indented lists stay lists: roff would fill them into one paragraph.
+    assert!(
+        page.contains("\n.nf\n  0    success"),
+        "the exit codes are filled"
+    );
 
     let o = sqlock(&["man", "run"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -126,7 +131,12 @@ fn man_pages_cover_every_command() {
         assert!(dir.join(format!("sqlock-{cmd}.1")).exists(), "{cmd}");
     }
     let o = sqlock(&["man", "--dir", dir.join("missing").to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(70), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not an existing directory"),
+        "{}",
+        stderr(&o)
+    );
 
     // Where groff is installed, every page renders without a warning.
     if Command::new("groff").arg("--version").output().is_ok() {
