@@ -8,6 +8,7 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -286,6 +287,22 @@ fn every_command_with_output_speaks_json() {
         let o = b.sqlock(&["sweep", "--json"]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         assert!(json_lines(&what("sweep"), &o)[0]["reclaimed"].is_u64());
+
+        // --every: one object a line, each as it is swept.
+        let mut sweeper = b
+            .command(&["sweep", "--every", "100ms", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(sweeper.stdout.take().unwrap()).lines();
+        for _ in 0..2 {
+            let line = lines.next().expect("a line").unwrap();
+            let j: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line}", what("sweep --every")));
+            assert!(j["reclaimed"].is_u64(), "{j}");
+        }
+        signal(sweeper.id(), "TERM");
+        assert_eq!(wait_exit(&mut sweeper, Duration::from_secs(15)), 0);
 
         let k = key("json-release");
         let (mut holder, log) = hold_until_go(&b, &k, &["--ttl", "20s"]);
