@@ -104,8 +104,8 @@ pub enum Command {
     /// command ends sooner, so that a job several hosts schedule a little apart runs
     /// once. sqlock itself keeps running (and renewing) until then, and exits with the
     /// command's status at the end of the period. SIGINT, SIGTERM or SIGHUP during that
-    /// wait ends it: the lock is released at once, and sqlock exits with the command's
-    /// status.
+    /// wait (or earlier, while the command ran) ends it: the lock is released as soon
+    /// as the command is over, and sqlock exits with the command's status.
     ///
     /// Exit status: the command's (128+N when signal N ended it); 75 when the lock
     /// was not acquired; 76 when it was lost; 126/127 when the command cannot run.
@@ -268,7 +268,7 @@ pub struct RunArgs {
     pub no_wait: bool,
 
     /// Keep the lock at least this long after taking it, even if the command ends
-    /// sooner: sqlock keeps running until then; SIGINT or SIGTERM releases at once.
+    /// sooner: sqlock keeps running until then; SIGINT or SIGTERM releases at once
     #[arg(long, value_name = "DUR", value_parser = crate::duration::parse,
           allow_hyphen_values = true)]
     pub at_least: Option<Duration>,

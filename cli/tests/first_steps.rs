@@ -254,6 +254,48 @@ fn at_least_keeps_sqlock_running_and_sigterm_releases_at_once() {
             b.name,
             stdout(&o)
         );
+
+        // A signal while the command still runs ends the period too: passed on to the
+        // command, and once it is over the lock is released and sqlock exits.
+        let k = key("at-least-early");
+        let ready = b.path("at-least-early.ready");
+        let script = format!(
+            "trap 'exit 4' TERM; echo ready > {}; sleep 30 & wait",
+            ready.display()
+        );
+        let log = "at-least-early-holder";
+        let mut holder = b.spawn(
+            log,
+            &[
+                "run",
+                "--ttl",
+                "5m",
+                "--at-least",
+                "10m",
+                &k,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        );
+        wait_for_line(&ready, Duration::from_secs(15));
+        signal(holder.id(), "TERM");
+        assert_eq!(
+            wait_exit(&mut holder, Duration::from_secs(15)),
+            4,
+            "{}: the command's status: {}",
+            b.name,
+            b.log(log)
+        );
+        let o = b.sqlock(&["status", &k]);
+        assert_eq!(
+            o.status.code(),
+            Some(75),
+            "{}: still held: {}",
+            b.name,
+            stdout(&o)
+        );
     });
 }
 
