@@ -1,5 +1,6 @@
 //! `sqlock completions SHELL` and `sqlock man`: generated from the command line, they
-//! name every command; bash's script loads and completes, the pages are valid roff.
+//! name every command; bash's script loads and completes (zsh's and fish's parse where
+//! those shells are installed), the pages are valid roff.
 //! Neither needs a database.
 
 mod common;
@@ -44,6 +45,16 @@ fn completions_name_every_command_and_bash_completes_them() {
             script.contains("at-least"),
             "{shell}: run's options missing"
         );
+    }
+    // Where zsh and fish are installed, they parse their scripts too.
+    let dir = scratch_dir("generated_shells");
+    for (shell, check) in [("zsh", &["-n"][..]), ("fish", &["--no-execute"])] {
+        let file = dir.join(format!("sqlock.{shell}"));
+        std::fs::write(&file, stdout(&sqlock(&["completions", shell]))).unwrap();
+        match Command::new(shell).args(check).arg(&file).output() {
+            Ok(o) => assert!(o.status.success(), "{shell}: {}", stderr(&o)),
+            Err(_) => eprintln!("NOTE: {shell} is not installed: its script was not parsed"),
+        }
     }
     let o = sqlock(&["completions", "tcsh"]);
     assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
