@@ -62,6 +62,9 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
     };
 
     let mut lost = guard.lost();
+    // An operator's signal asks sqlock to stop: once the command is over, no
+    // --at-least window keeps it (nor the lock) any longer.
+    let mut signalled = false;
     let status = loop {
         tokio::select! {
             status = tree.wait_command() => break status,
@@ -76,7 +79,10 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
                     args.key
                 )));
             }
-            sig = signals.recv() => tree.forward(sig),
+            sig = signals.recv() => {
+                signalled = true;
+                tree.forward(sig);
+            }
         }
     };
 
@@ -91,6 +97,7 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
             () = &mut finishing => break,
             // Straight to the group: the stopping above goes on, its grace unchanged.
             sig = signals.recv() => {
+                signalled = true;
                 let _ = nix::sys::signal::killpg(group, sig);
                 let _ = nix::sys::signal::killpg(group, Signal::SIGCONT);
             }
@@ -98,10 +105,11 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
     }
     watcher.dismiss().await;
 
-    if let Some(at_least) = args.at_least {
+    if let Some(at_least) = args.at_least.filter(|_| !signalled) {
         // The lock stays taken until the window is over, so that a job scheduled a
-        // little apart on another host does not run again. A loss or an operator's
-        // signal ends the window early.
+        // little apart on another host does not run again: sqlock stays, renewing. A
+        // loss or an operator's signal (then, or earlier) ends the window, and the
+        // release below follows at once (documented in the help and README).
         tokio::select! {
             () = tokio::time::sleep_until(taken + at_least) => {}
             _ = lost.wait() => {}
@@ -120,7 +128,17 @@ async fn acquire(locker: &Locker, args: &RunArgs) -> Result<LockGuard, Failure> 
         // `acquire_timeout`): a zero wait means one attempt.
         _ if args.no_wait => request.try_acquire().await?.ok_or_else(busy),
         Some(wait) if wait.is_zero() => request.try_acquire().await?.ok_or_else(busy),
-        Some(wait) => Ok(request.acquire_timeout(wait).await?),
+        Some(wait) => match request.acquire_timeout(wait).await {
+            Ok(guard) => Ok(guard),
+            // Said with the --wait the user wrote, not the few milliseconds more the
+            // call took to notice.
+            Err(sqlock::Error::Timeout { .. }) => Err(Failure::NotAcquired(format!(
+                "lock {:?} is still held elsewhere: --wait {} ran out",
+                args.key,
+                crate::duration::human(wait)
+            ))),
+            Err(e) => Err(e.into()),
+        },
         None => Ok(request.acquire().await?),
     }
 }
