@@ -12,6 +12,8 @@
 use sqlock::{Leader, Leadership, Locker};
 
 use crate::args::ElectArgs;
+use crate::duration::human;
+use crate::ops::{print_fields, printable, utc};
 use crate::run::{start, supervise, Signals, Supervised};
 use crate::watcher::Watcher;
 use crate::Failure;
@@ -39,7 +41,9 @@ pub(crate) async fn elect(locker: &Locker, args: ElectArgs) -> Result<i32, Failu
         };
         let mut lost = leadership.lost();
         match supervise(tree, watcher, &mut lost, &mut signals).await {
-            Supervised::Exited(status) => return finish(leadership, &args.name, status).await,
+            Supervised::Exited { status, .. } => {
+                return finish(leadership, &args.name, status).await
+            }
             Supervised::Lost(reason) => {
                 let term = leadership.term();
                 // No longer ours: this only ends the leadership's bookkeeping.
@@ -111,7 +115,7 @@ pub(crate) async fn leader(locker: &Locker, name: &str, json: bool) -> Result<i3
     match (&leader, json) {
         (Some(l), true) => println!("{}", to_json(name, Some(l))),
         (None, true) => println!("{}", to_json(name, None)),
-        (Some(l), false) => print_leader(l),
+        (Some(l), false) => print_leader(name, l),
         (None, false) => {}
     }
     match leader {
@@ -128,20 +132,23 @@ fn to_json(name: &str, l: Option<&Leader>) -> serde_json::Value {
             "leader": l.identity,
             "term": l.term,
             "owner": l.owner,
-            "since": l.since.to_rfc3339(),
+            "held_since": l.since.to_rfc3339(),
             "expires_at": l.expires_at.to_rfc3339(),
             "expires_in_ms": u64::try_from(l.expires_in.as_millis()).unwrap_or(u64::MAX),
         }),
     }
 }
 
-fn print_leader(l: &Leader) {
-    println!("leader      {}", crate::ops::printable(&l.identity));
-    println!("term        {}", l.term);
-    println!("owner       {}", l.owner);
-    println!(
-        "since       {} UTC",
-        l.since.format("%Y-%m-%d %H:%M:%S%.3f")
-    );
-    println!("expires in  {:.1}s", l.expires_in.as_secs_f64());
+fn print_leader(name: &str, l: &Leader) {
+    print_fields(&[
+        ("election", printable(name)),
+        ("leader", printable(&l.identity)),
+        ("term", l.term.to_string()),
+        ("owner", l.owner.clone()),
+        ("held since", utc(l.since)),
+        (
+            "expires",
+            format!("{}, in {}", utc(l.expires_at), human(l.expires_in)),
+        ),
+    ]);
 }

@@ -13,6 +13,7 @@ mod args;
 mod connect;
 mod duration;
 mod elect;
+mod manual;
 mod ops;
 mod run;
 mod tree;
@@ -21,7 +22,7 @@ mod watcher;
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::error::ErrorKind;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::Parser;
 use sqlock::{Dialect, Locker};
 
@@ -37,7 +38,8 @@ pub const EXIT_UNAVAILABLE: i32 = 69;
 /// (`EX_SOFTWARE`).
 pub const EXIT_SOFTWARE: i32 = 70;
 /// `run`: the lock was not acquired, busy with `--no-wait` or still busy when `--wait`
-/// ran out; `release --force`: the lock was not held; `leader`: nobody leads
+/// ran out; `release --force`: the lock was not held; `status`: the lock is free;
+/// `leader`: nobody leads
 /// (`EX_TEMPFAIL`: try again later).
 pub const EXIT_NOT_ACQUIRED: i32 = 75;
 /// `run`: the lock was lost while the command ran, which was stopped; `elect`: so was
@@ -121,10 +123,25 @@ impl From<sqlock::Error> for Failure {
             )),
             // The library's message names its own API; the tool's user wants the tool.
             E::MissingTable { ref table, .. } => Self::Unavailable(missing_table(table)),
-            E::Timeout { .. } => Self::NotAcquired(e.to_string()),
+            // The library prints durations as Rust's Debug does (501.024989ms); the tool
+            // prints them as it reads them (501ms).
+            E::Timeout {
+                ref key, waited, ..
+            } => Self::NotAcquired(format!(
+                "timed out after {} waiting for lock {key:?}",
+                duration::human(waited)
+            )),
             // The key was free, but the grant came back after its TTL: try again
             // later, or with a longer --ttl.
-            E::GrantExpired { .. } => Self::NotAcquired(format!("{e} (--ttl)")),
+            E::GrantExpired {
+                ref key, ttl, took, ..
+            } => Self::NotAcquired(format!(
+                "lock {key:?} was granted, but the answer took {}, longer than its ttl of \
+                 {}: the grant was given back; use a --ttl well above the database's round \
+                 trip",
+                duration::human(took),
+                duration::human(ttl)
+            )),
             // A for-update lock: it ends with its holder's transaction, not by force.
             E::RowLocked { .. } => Self::NotAcquired(format!(
                 "{e}; a for-update lock cannot be released by force: end its holder's \
@@ -274,6 +291,15 @@ fn clap_failure(e: &clap::Error) -> i32 {
             eprint!("{}", e.render());
             EXIT_USAGE
         }
+        // A value our own parser refused: its message alone, after the option's name,
+        // rather than clap's "invalid value" before it (a duration that is too long is
+        // not "invalid").
+        ErrorKind::ValueValidation if value_error(e).is_some() => {
+            if let Some((name, source)) = value_error(e) {
+                eprintln!("sqlock: {name}: {source}");
+            }
+            EXIT_USAGE
+        }
         _ => {
             let text = e.render().to_string();
             let text = text.strip_prefix("error: ").unwrap_or(&text);
@@ -283,21 +309,46 @@ fn clap_failure(e: &clap::Error) -> i32 {
     }
 }
 
+/// The option (`--ttl`) or argument (`KEY`) whose value a parser refused, and why.
+fn value_error(e: &clap::Error) -> Option<(&str, &(dyn std::error::Error + 'static))> {
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    // "--ttl <DUR>" or "<KEY>".
+    let name = arg.split(' ').next().unwrap_or(arg);
+    let name = name.trim_start_matches('<').trim_end_matches('>');
+    Some((name, std::error::Error::source(e)?))
+}
+
 async fn dispatch(cli: Cli) -> Result<i32, Failure> {
+    // What needs no connection: generated text, and DDL (which needs only a dialect).
+    match &cli.command {
+        Command::Completions { shell } => return manual::completions(*shell),
+        Command::Man { command, dir } => return manual::man(command.as_deref(), dir.as_deref()),
+        _ => {}
+    }
     let url = connect::database_url(cli.database_url.as_deref());
-    if let Command::Schema { dialect } = cli.command {
-        // Printing DDL needs no connection, only a dialect.
+    if let Command::Schema { dialect, json } = cli.command {
         let dialect = match dialect {
             Some(d) => d,
             None => connect::dialect(&url)?,
         };
-        return ops::schema(dialect, &cli.table);
+        return ops::schema(dialect, &cli.table, json);
     }
     if let Command::Run(args) = &cli.command {
         run::check(args, connect::dialect(&url)?)?;
     }
     let pooling = cli.transaction_pooling || connect::transaction_pooling_from_env();
-    let pool = connect::connect(&url, pooling).await?;
+    // Only what takes locks (or is told to make the table) creates a SQLite file: the
+    // others answer a missing one as an empty table, without leaving a file behind.
+    let creates = matches!(
+        cli.command,
+        Command::Run(_)
+            | Command::Elect(_)
+            | Command::Migrate { .. }
+            | Command::Sweep { every: Some(_), .. }
+    );
+    let pool = connect::connect(&url, pooling, creates).await?;
     let mut builder = Locker::builder(pool.clone())
         .table(cli.table.as_str())
         .transaction_pooling(pooling);
@@ -315,7 +366,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             locker = builder.presence(true).build()?;
         }
     }
-    if pool.dialect() == Dialect::Sqlite && !matches!(cli.command, Command::Migrate) {
+    if pool.dialect() == Dialect::Sqlite && !matches!(cli.command, Command::Migrate { .. }) {
         // The embedded default needs no set-up step. Servers never get tables made
         // behind the operator's back: there a missing table is an error.
         locker.create_table().await?;
@@ -325,24 +376,31 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Elect(args) => elect::elect(&locker, args).await,
         Command::Leader { name, json } => elect::leader(&locker, &name, json).await,
         Command::List { json } => ops::list(&locker, json).await,
-        Command::Release { key, .. } => ops::release(&locker, &key).await,
+        Command::Status { key, json } => ops::status(&locker, &key, json).await,
+        Command::Release { key, json, .. } => ops::release(&locker, &key, json).await,
         Command::Sweep {
-            unschedule: true, ..
-        } => ops::unschedule_sweep(&locker).await,
+            unschedule: true,
+            json,
+            ..
+        } => ops::unschedule_sweep(&locker, json).await,
         Command::Sweep {
             grace,
             schedule: Some(every),
             batch,
+            json,
             ..
-        } => ops::schedule_sweep(&locker, every, grace, batch).await,
+        } => ops::schedule_sweep(&locker, every, grace, batch, json).await,
         Command::Sweep {
             grace,
             every,
             batch,
+            json,
             ..
-        } => ops::sweep(&locker, grace, every, batch).await,
-        Command::Migrate => ops::migrate(&locker).await,
-        Command::Schema { .. } => unreachable!("BUG: schema is answered before connecting"),
+        } => ops::sweep(&locker, grace, every, batch, json).await,
+        Command::Migrate { json } => ops::migrate(&locker, json).await,
+        Command::Schema { .. } | Command::Completions { .. } | Command::Man { .. } => {
+            unreachable!("BUG: answered before connecting")
+        }
     };
     // Say goodbye to the server rather than drop the sockets, which servers log as
     // errors; never wait long for it.

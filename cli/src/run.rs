@@ -65,8 +65,8 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
     };
 
     let mut lost = guard.lost();
-    let status = match supervise(tree, watcher, &mut lost, &mut signals).await {
-        Supervised::Exited(status) => status,
+    let (status, signalled) = match supervise(tree, watcher, &mut lost, &mut signals).await {
+        Supervised::Exited { status, signalled } => (status, signalled),
         Supervised::Lost(reason) => {
             // No longer ours: this only ends the guard's bookkeeping.
             let _ = guard.release().await;
@@ -78,10 +78,11 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
         }
     };
 
-    if let Some(at_least) = args.at_least {
+    if let Some(at_least) = args.at_least.filter(|_| !signalled) {
         // The lock stays taken until the window is over, so that a job scheduled a
-        // little apart on another host does not run again. A loss or an operator's
-        // signal ends the window early.
+        // little apart on another host does not run again: sqlock stays, renewing. A
+        // loss or an operator's signal (then, or earlier) ends the window, and the
+        // release below follows at once (documented in the help and README).
         tokio::select! {
             () = tokio::time::sleep_until(taken + at_least) => {}
             _ = lost.wait() => {}
@@ -93,8 +94,10 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
 
 /// How a command run under a lock (or a leadership) ended.
 pub(crate) enum Supervised {
-    /// The command exited with this status, and its group is empty.
-    Exited(i32),
+    /// The command exited with `status`, and its group is empty; `signalled`: an
+    /// operator's signal came meanwhile (it asks sqlock to stop once the command is
+    /// over).
+    Exited { status: i32, signalled: bool },
     /// The lock was lost: the command's whole group was stopped.
     Lost(LostReason),
 }
@@ -109,6 +112,7 @@ pub(crate) async fn supervise(
     lost: &mut LostSignal,
     signals: &mut Signals,
 ) -> Supervised {
+    let mut signalled = false;
     let status = loop {
         tokio::select! {
             status = tree.wait_command() => break status,
@@ -117,7 +121,10 @@ pub(crate) async fn supervise(
                 watcher.dismiss().await;
                 return Supervised::Lost(reason);
             }
-            sig = signals.recv() => tree.forward(sig),
+            sig = signals.recv() => {
+                signalled = true;
+                tree.forward(sig);
+            }
         }
     };
 
@@ -132,13 +139,14 @@ pub(crate) async fn supervise(
             () = &mut finishing => break,
             // Straight to the group: the stopping above goes on, its grace unchanged.
             sig = signals.recv() => {
+                signalled = true;
                 let _ = nix::sys::signal::killpg(group, sig);
                 let _ = nix::sys::signal::killpg(group, Signal::SIGCONT);
             }
         }
     }
     watcher.dismiss().await;
-    Supervised::Exited(status)
+    Supervised::Exited { status, signalled }
 }
 
 /// Takes the lock as `--wait` and `--no-wait` say.
@@ -150,7 +158,17 @@ async fn acquire(locker: &Locker, args: &RunArgs) -> Result<LockGuard, Failure> 
         // `acquire_timeout`): a zero wait means one attempt.
         _ if args.no_wait => request.try_acquire().await?.ok_or_else(busy),
         Some(wait) if wait.is_zero() => request.try_acquire().await?.ok_or_else(busy),
-        Some(wait) => Ok(request.acquire_timeout(wait).await?),
+        Some(wait) => match request.acquire_timeout(wait).await {
+            Ok(guard) => Ok(guard),
+            // Said with the --wait the user wrote, not the few milliseconds more the
+            // call took to notice.
+            Err(sqlock::Error::Timeout { .. }) => Err(Failure::NotAcquired(format!(
+                "lock {:?} is still held elsewhere: --wait {} ran out",
+                args.key,
+                crate::duration::human(wait)
+            ))),
+            Err(e) => Err(e.into()),
+        },
         None => Ok(request.acquire().await?),
     }
 }

@@ -207,7 +207,7 @@ fn candidates_elect_one_leader_and_hand_over() {
         assert_ne!(id2, id1, "{what}");
         let (json, _) = leader(&b, &name);
         assert_eq!(json["term"].as_i64(), Some(term2), "{what}: {json}");
-        let since = time(&json, "since");
+        let since = time(&json, "held_since");
         assert!(
             since <= killed_at + chrono::Duration::milliseconds(5_000 + 2_500),
             "{what}: the next leader came at {since}, the leader was killed at {killed_at}"
@@ -235,7 +235,7 @@ fn candidates_elect_one_leader_and_hand_over() {
             "{what}: {json}"
         );
         assert!(
-            time(&json, "since") < expires,
+            time(&json, "held_since") < expires,
             "{what}: term {term3} began after the resigned lease's expiry {expires}: {json}"
         );
 
