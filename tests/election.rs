@@ -4,7 +4,9 @@
 //! expired, on the database clock); a leader paused past its TTL is replaced and its
 //! fenced writes are refused when it resumes; a follower observes every leader, in
 //! order of term. In-process tests cover the API's edges: bad input, a plain lock on
-//! an election's key, `lead` cancelling its work at a loss, `lead_until_done`.
+//! an election's key, `lead` cancelling its work at a loss, `lead_until_done`, a
+//! follower woken by notifications alone (PostgreSQL), and renewals whose connections
+//! are killed, which end neither the process nor the term.
 //!
 //! The candidates are processes of this very test binary, started with
 //! `SQLOCK_ELECTION_CANDIDATE` set, running `candidate_process` alone: it campaigns,
@@ -698,6 +700,62 @@ async fn a_follower_is_woken_by_notifications_on_postgres() -> anyhow::Result<()
         assert!(leadership.resign().await?);
         let (_, gone) = tokio::time::timeout(DEADLINE, next).await???;
         assert!(gone.is_none());
+    }
+    Ok(())
+}
+
+/// A renewal that fails (its connection killed on the server) is retried on a new
+/// connection: the leader's process goes on, and so does its term, unless the lease
+/// may have lapsed. The servers only: the kills end this test's own connections.
+#[tokio::test]
+async fn failed_renewals_end_neither_the_process_nor_the_term() -> anyhow::Result<()> {
+    const KILL: common::kill::Killable = common::kill::Killable {
+        name: "sqlock_el_kill",
+        max_connections: 1,
+        ping: false,
+        idle_timeout_s: None,
+    };
+    for b in common::servers("election_kill").await {
+        let what = b.dialect;
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let leader = Locker::builder(common::kill::pool(&b, KILL).await?)
+            .table(&b.table)
+            .build()?
+            .election("kill")
+            .ttl(Duration::from_secs(3));
+        let other = b.locker().await?.election("kill");
+        let leadership = leader.campaign().await?;
+        let stats = || leader.locker().watchdog_stats();
+        // Each kill is followed by a renewal on a new connection before the next, so
+        // that renewals never fail for a whole TTL (that loss would be a true one).
+        let mut killed = 0;
+        for _ in 0..3 {
+            let before = stats();
+            killed += common::kill::kill(&b, &admin, KILL.name).await?;
+            let deadline = Instant::now() + DEADLINE;
+            while stats().renewed <= before.renewed {
+                assert!(
+                    Instant::now() < deadline,
+                    "{what}: renewals did not recover"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let s = stats();
+        assert!(killed > 0, "{what}: nothing was killed");
+        assert!(
+            s.failed_ticks > 0,
+            "{what}: the kills never hit a renewal: {s:?}"
+        );
+        assert!(!leadership.is_lost(), "{what}: a false loss");
+        assert!(
+            other.try_campaign().await?.is_none(),
+            "{what}: the term lapsed"
+        );
+        let seen = other.leader().await?.context("a leader")?;
+        assert_eq!(seen.term, leadership.term(), "{what}");
+        assert!(leadership.resign().await?, "{what}");
     }
     Ok(())
 }
