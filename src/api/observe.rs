@@ -119,15 +119,28 @@ impl Election {
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # async fn example(locker: sqlock::Locker) -> Result<(), sqlock::Error> {
-/// let mut watch = locker.election("scheduler").observe();
-/// loop {
-///     match watch.changed().await? {
-///         Some(leader) => println!("{} leads (term {})", leader.identity, leader.term),
-///         None => println!("no leader"),
-///     }
-/// }
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), sqlock::Error> {
+/// use std::time::Duration;
+/// use sqlock::Locker;
+/// use sqlx::sqlite::SqlitePoolOptions;
+///
+/// let pool = SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+/// sqlock::migrate(&pool.clone().into()).await?;
+/// let locker = Locker::builder(pool).build()?;
+///
+/// let follower = locker.election("scheduler").poll_interval(Duration::from_millis(10));
+/// let mut watch = follower.observe();
+/// assert!(watch.changed().await?.is_none()); // nobody leads yet
+///
+/// let leadership = locker.election("scheduler").id("10.0.0.1:8080").campaign().await?;
+/// let leader = watch.changed().await?.expect("a leader");
+/// assert_eq!((leader.identity.as_str(), leader.term), ("10.0.0.1:8080", leadership.term()));
+///
+/// leadership.resign().await?;
+/// assert!(watch.changed().await?.is_none()); // nobody leads any more
+/// # Ok(())
 /// # }
 /// ```
 #[derive(Debug)]
