@@ -132,6 +132,8 @@ pub enum Command {
     ///   - when the command exits, sqlock resigns at once (the next candidate leads
     ///     without waiting for the TTL) and exits with the command's status.
     ///
+    /// sqlock says on stderr when it campaigns and when it leads (stdout is the
+    /// command's); a signal while it campaigns ends the campaign (128+N).
     /// `sqlock leader NAME` tells who leads.
     ///
     /// Exit status: the command's (128+N when signal N ended it); 76 when leadership

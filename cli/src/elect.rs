@@ -21,8 +21,10 @@ use crate::Failure;
 pub(crate) async fn elect(locker: &Locker, args: ElectArgs) -> Result<i32, Failure> {
     let mut signals = Signals::new()?;
     let id = args.id.clone().unwrap_or_else(default_id);
-    let election = locker.election(&args.name).id(id).ttl(args.ttl);
+    let election = locker.election(&args.name).id(id.clone()).ttl(args.ttl);
     loop {
+        // For the service's log (stderr; stdout is the command's): who waits, who leads.
+        eprintln!("sqlock: campaigning in election {:?} as {id:?}", args.name);
         // Before the leadership: no command runs without a watcher.
         let mut watcher = Watcher::start()?;
         // A signal while campaigning gives up: the campaign is cancel safe, so nothing
@@ -31,6 +33,11 @@ pub(crate) async fn elect(locker: &Locker, args: ElectArgs) -> Result<i32, Failu
             leadership = election.campaign() => leadership?,
             sig = signals.recv() => return Ok(128 + sig as i32),
         };
+        eprintln!(
+            "sqlock: leading election {:?} in term {}",
+            args.name,
+            leadership.term()
+        );
         let tree = match start(&args.command, &leader_env(&leadership), &mut watcher).await {
             Ok(tree) => tree,
             Err(failure) => {
@@ -56,7 +63,7 @@ pub(crate) async fn elect(locker: &Locker, args: ElectArgs) -> Result<i32, Failu
                 if !args.again {
                     return Err(Failure::Lost(text));
                 }
-                eprintln!("sqlock: {text}; campaigning again");
+                eprintln!("sqlock: {text}");
             }
         }
     }

@@ -305,7 +305,8 @@ fn a_paused_leader_is_replaced_and_exits_76_or_campaigns_again() {
             // leads again in a new term.
             wait_gone(pid_a, &what);
             let started = Instant::now();
-            while !b.log(&a_log).contains("campaigning again") {
+            // Its second campaign, after the loss.
+            while b.log(&a_log).matches("campaigning in election").count() < 2 {
                 assert!(started.elapsed() < LIVENESS, "{what}: {}", b.log(&a_log));
                 thread::sleep(Duration::from_millis(20));
             }
@@ -379,6 +380,40 @@ fn leader_tells_who_leads_and_exits_75_without_one() {
         let (json, status) = leader(&b, &name);
         assert_eq!(status, 0, "{what}");
         assert_eq!(json["leader"].as_str(), Some("web-1:8080"), "{what}");
+        // A candidate that is still campaigning when told to stop exits 128+15, and
+        // never ran its command.
+        let never = b.path("never");
+        let never_script = format!("touch {}", never.display());
+        let mut waiting = b.spawn(
+            "waiting",
+            &[
+                "elect",
+                "--id",
+                "web-2:8080",
+                &name,
+                "--",
+                "sh",
+                "-c",
+                &never_script,
+            ],
+        );
+        let started = Instant::now();
+        while !b.log("waiting").contains("campaigning") {
+            assert!(started.elapsed() < LIVENESS, "{what}: {}", b.log("waiting"));
+            thread::sleep(Duration::from_millis(20));
+        }
+        signal(waiting.id(), "TERM");
+        assert_eq!(
+            wait_exit(&mut waiting, LIVENESS),
+            143,
+            "{what}: {}",
+            b.log("waiting")
+        );
+        assert!(
+            !never.exists(),
+            "{what}: a candidate that never led ran its command"
+        );
+
         // The election's lease is a lock like any other, under its own key.
         let listed = b.sqlock(&["list", "--json"]);
         assert!(
