@@ -15,8 +15,8 @@ use sqlock::{Dialect, Strategy, TableName};
 /// DATABASE_URL, else the embedded default sqlite:sqlock.db (created on first use, in
 /// WAL mode). On SQLite the lock table is created on first use; on PostgreSQL and
 /// MariaDB run `sqlock migrate` (or sqlx-cli) once: there a missing table is an error.
-/// Only `run`, `migrate` and `sweep --every` create a SQLite file that does not exist;
-/// the other commands answer as for an empty table (no locks held).
+/// Only `run`, `elect`, `migrate` and `sweep --every` create a SQLite file that does not
+/// exist; the other commands answer as for an empty table (no locks held).
 ///
 /// Durations read 500ms, 30s, 5m, 1h30m, 2d (units ms, s, m, h, d), at most 3650d.
 ///
