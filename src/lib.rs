@@ -28,6 +28,11 @@
 //! # }
 //! ```
 //!
+//! The same lease elects a leader among replicas: [`Locker::election`] makes a
+//! candidate in a named [`Election`], whose leader's **term** is the lease's fencing
+//! token, and [`Election::lead`] runs the leader's work for as long as leadership
+//! lasts.
+//!
 //! # Features
 //!
 //! - `sqlite` (default): SQLite through sqlx's bundled library.
@@ -115,8 +120,11 @@ pub use api::builder::{
     LockerBuilder, DEFAULT_KEEPALIVE, DEFAULT_NOTIFY_POLL_MAX, DEFAULT_NOTIFY_POLL_MIN,
     DEFAULT_POLL_MAX, DEFAULT_POLL_MIN, DEFAULT_TTL,
 };
+pub use api::election::{Election, DEFAULT_OBSERVE_POLL};
 pub use api::guard::LockGuard;
+pub use api::leadership::{LeaderTerm, Leadership};
 pub use api::locker::Locker;
+pub use api::observe::{Leader, LeaderWatch};
 pub use api::request::LockRequest;
 pub use db::fence::FenceConnection;
 // What `FenceConnection`'s sealed method names; not for use outside sqlock.
@@ -132,7 +140,8 @@ pub use support::error::{Error, Result};
 pub use support::lost::{LostReason, LostSignal};
 pub use support::strategy_kind::{Strategy, UnknownStrategy};
 pub use support::validate::{
-    TableName, DEFAULT_TABLE, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
+    TableName, DEFAULT_TABLE, ELECTION_KEY_PREFIX, MAX_ELECTION_NAME_BYTES, MAX_IDENTITY_BYTES,
+    MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
 };
 
 /// Not part of the public API: hidden, unstable, free to change in any release.

@@ -9,7 +9,8 @@ mod common;
 use std::time::Duration;
 
 use sqlock::{
-    DbPool, Dialect, LockGuard, Locker, LostReason, LostSignal, SweepOptions, SweeperHandle,
+    DbPool, Dialect, Election, LeaderTerm, LeaderWatch, Leadership, LockGuard, Locker, LostReason,
+    LostSignal, SweepOptions, SweeperHandle,
 };
 
 fn send_static<T: Send + 'static>(_: T) {}
@@ -65,6 +66,28 @@ fn bounds() {
             .run(|token| async move { token })
             .await
     });
+
+    // Elections: the candidate, its leadership and term, and a follower's watch.
+    send_sync_clone_static::<Election>();
+    send_sync_static::<Leadership>();
+    send_sync_clone_static::<LeaderTerm>();
+    send_sync_static::<LeaderWatch>();
+    let e = locker.election("e");
+    send_static(async move { e.campaign().await });
+    let e = locker.election("e");
+    send_static(async move { e.campaign_timeout(d).await });
+    let e = locker.election("e");
+    send_static(async move { e.try_campaign().await });
+    let e = locker.election("e");
+    send_static(async move { e.leader().await });
+    let e = locker.election("e");
+    send_static(async move { e.lead(|term| async move { term.term() }).await });
+    let e = locker.election("e");
+    send_static(async move { e.lead_until_done(|term| async move { term.term() }).await });
+    let mut w: LeaderWatch = any();
+    send_static(async move { w.changed().await });
+    let leadership: Leadership = any();
+    send_static(async move { leadership.resign().await });
 
     let g: LockGuard = any();
     send_static(async move { g.release().await });

@@ -49,25 +49,40 @@ async fn pool(b: &common::Backend) -> anyhow::Result<DbPool> {
         .into())
 }
 
-/// Waits until every node has the table (DDL replicates in total order, but the test
-/// should not rest on timing).
+/// Waits until every node has the table with all its columns, as the first node made
+/// it: DDL replicates in total order, but a node may apply the last `ALTER TABLE` of
+/// the schema a moment after the first node answered, and the test should not rest on
+/// timing.
 async fn replicated(nodes: &[common::Backend]) -> anyhow::Result<()> {
-    for b in nodes {
-        let pool = pool(b).await?;
-        let sql = format!(
-            "SELECT COUNT(*) FROM information_schema.TABLES \
+    let columns = |b: &common::Backend| {
+        format!(
+            "SELECT COUNT(*) FROM information_schema.COLUMNS \
              WHERE TABLE_SCHEMA = 'test' AND TABLE_NAME = '{}'",
             b.table
-        );
+        )
+    };
+    let Some(first) = nodes.first() else {
+        return Ok(());
+    };
+    let first_pool = pool(first).await?;
+    let expected = first.scalar(&first_pool, &columns(first)).await?;
+    first_pool.close().await;
+    anyhow::ensure!(expected > 0, "the table is not on {}", first.url());
+    for b in nodes {
+        let pool = pool(b).await?;
         let mut seen = false;
-        for _ in 0..100 {
-            if b.scalar(&pool, &sql).await? == 1 {
+        for _ in 0..200 {
+            if b.scalar(&pool, &columns(b)).await? == expected {
                 seen = true;
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        anyhow::ensure!(seen, "the table did not reach {}", b.url());
+        anyhow::ensure!(
+            seen,
+            "the table's {expected} columns did not reach {}",
+            b.url()
+        );
         pool.close().await;
     }
     Ok(())

@@ -15,19 +15,24 @@ use sqlock::{Dialect, Strategy, TableName};
 /// DATABASE_URL, else the embedded default sqlite:sqlock.db (created on first use, in
 /// WAL mode). On SQLite the lock table is created on first use; on PostgreSQL and
 /// MariaDB run `sqlock migrate` (or sqlx-cli) once: there a missing table is an error.
+/// Only `run`, `elect`, `migrate` and `sweep --every` create a SQLite file that does not
+/// exist; the other commands answer as for an empty table (no locks held).
 ///
-/// Durations read 500ms, 30s, 5m, 1h30m (units ms, s, m, h, d).
+/// Durations read 500ms, 30s, 5m, 1h30m, 2d (units ms, s, m, h, d), at most 3650d.
 ///
 /// Exit status:
-///   0    success; for `run`, the command's own status (128+N when signal N ended it)
+///   0    success; for `run` and `elect`, the command's own status (128+N when
+///        signal N ended it); for `status`, the lock is held
 ///   64   bad usage or input: key, duration, table name, strategy, any usage error
 ///   69   the database is unreachable, or the lock table is missing
 ///   70   an unexpected database or internal error
 ///   75   `run`: the lock was not acquired (busy with --no-wait, or --wait ran out);
-///        `release --force`: the lock was not held
-///   76   `run`: the lock was lost while the command ran
-///   126  `run`: the command could not be executed (permission denied)
-///   127  `run`: the command was not found
+///        `release --force`: the lock was not held; `status`: the lock is free;
+///        `leader`: nobody leads
+///   76   `run`: the lock was lost while the command ran; `elect`: leadership was
+///        lost while the command ran (without --again)
+///   126  `run`, `elect`: the command could not be executed (permission denied)
+///   127  `run`, `elect`: the command was not found
 #[derive(Debug, Parser)]
 #[command(name = "sqlock", version, verbatim_doc_comment, max_term_width = 100)]
 pub struct Cli {
@@ -99,12 +104,59 @@ pub enum Command {
     ///
     /// With --at-least the lock stays taken that long after it was taken even if the
     /// command ends sooner, so that a job several hosts schedule a little apart runs
-    /// once.
+    /// once. sqlock itself keeps running (and renewing) until then, and exits with the
+    /// command's status at the end of the period. SIGINT, SIGTERM or SIGHUP during that
+    /// wait (or earlier, while the command ran) ends it: the lock is released as soon
+    /// as the command is over, and sqlock exits with the command's status.
     ///
     /// Exit status: the command's (128+N when signal N ended it); 75 when the lock
     /// was not acquired; 76 when it was lost; 126/127 when the command cannot run.
     #[command(verbatim_doc_comment)]
     Run(RunArgs),
+
+    /// Run a long-lived command while this process leads the election NAME
+    ///
+    /// sqlock campaigns (waits) until it leads, then runs the command with the term in
+    /// its environment: SQLOCK_ELECTION, SQLOCK_LEADER_ID, SQLOCK_TERM (also as
+    /// SQLOCK_FENCING_TOKEN: the term is the fencing token of the election's lease,
+    /// strictly rising from one leader to the next), SQLOCK_KEY and SQLOCK_OWNER.
+    ///
+    /// The election is a lease on the key election:NAME with a 15 s TTL by default,
+    /// renewed while the command runs. The command is supervised as `run` supervises
+    /// its own (signals passed on to its process group, a watcher that kills the group
+    /// should sqlock die, presence where it is safe):
+    ///   - if leadership is lost (a pause past the TTL, a cut from the database, an
+    ///     operator's `release --force election:NAME`), the whole group gets SIGTERM,
+    ///     then SIGKILL after 2 s; sqlock exits 76, or with --again campaigns again and
+    ///     starts the command anew when it leads again;
+    ///   - when the command exits, sqlock resigns at once (the next candidate leads
+    ///     without waiting for the TTL) and exits with the command's status.
+    ///
+    /// sqlock says on stderr when it campaigns and when it leads (stdout is the
+    /// command's); a signal while it campaigns ends the campaign (128+N).
+    /// `sqlock leader NAME` tells who leads.
+    ///
+    /// Exit status: the command's (128+N when signal N ended it); 76 when leadership
+    /// was lost (without --again); 126/127 when the command cannot run.
+    #[command(verbatim_doc_comment)]
+    Elect(ElectArgs),
+
+    /// Print who leads the election NAME: identity, term, since when
+    ///
+    /// Read from the election's live lease and the identity recorded for its term, in
+    /// one statement, on the database clock.
+    ///
+    /// Exit status: 0 when a leader was printed; 75 when nobody leads (with --json,
+    /// after printing {"election": NAME, "leader": null}).
+    #[command(verbatim_doc_comment)]
+    Leader {
+        /// Print a JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The election's name: 1 to 246 bytes of UTF-8, no NUL.
+        #[arg(value_parser = parse_election)]
+        name: String,
+    },
 
     /// List the locks held now
     ///
@@ -118,6 +170,22 @@ pub enum Command {
         json: bool,
     },
 
+    /// Show who holds the lock on KEY: owner, fencing token, strategy, expiry
+    ///
+    /// Times are the database's. A for-update lock is not seen (it lives in its
+    /// holder's transaction): its key shows as free.
+    ///
+    /// Exit status: 0 when the lock is held; 75 when it is free.
+    #[command(verbatim_doc_comment)]
+    Status {
+        /// Print a JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The lock's key.
+        #[arg(value_parser = parse_key)]
+        key: String,
+    },
+
     /// Release a lock whoever holds it: an operator's escape hatch
     ///
     /// The key's fencing token moves on, so the holder's renewals fail and its
@@ -129,6 +197,9 @@ pub enum Command {
         /// Required: releasing another owner's lock is never implicit.
         #[arg(long, required = true)]
         force: bool,
+        /// Print a JSON object instead of text.
+        #[arg(long)]
+        json: bool,
         /// The lock's key.
         #[arg(value_parser = parse_key)]
         key: String,
@@ -143,39 +214,80 @@ pub enum Command {
     /// database, to run with no client at all (pg_cron on PostgreSQL, which must be
     /// in shared_preload_libraries and created in this database; an event on
     /// MariaDB, with event_scheduler=ON). --unschedule removes that schedule.
+    ///
+    /// With --json each result is one JSON object on a line of its own.
     #[command(verbatim_doc_comment)]
     Sweep {
         /// Only rows that expired at least this long ago.
         #[arg(long, value_name = "DUR", value_parser = crate::duration::parse,
-              default_value = "0s")]
+              default_value = "0s", allow_hyphen_values = true)]
         grace: Duration,
         /// Keep sweeping at this interval until SIGINT or SIGTERM.
         #[arg(long, value_name = "DUR", value_parser = parse_interval,
-              conflicts_with_all = ["schedule", "unschedule"])]
+              conflicts_with_all = ["schedule", "unschedule"], allow_hyphen_values = true)]
         every: Option<Duration>,
         /// Schedule the sweep inside the database, every DUR (whole seconds; pg_cron
         /// before 1.5 takes whole minutes that divide an hour, hours that divide a
         /// day, or 1d).
         #[arg(long, value_name = "DUR", value_parser = parse_interval,
-              conflicts_with = "unschedule")]
+              conflicts_with = "unschedule", allow_hyphen_values = true)]
         schedule: Option<Duration>,
         /// Remove the sweep scheduled inside the database.
         #[arg(long)]
         unschedule: bool,
         /// At most this many rows per delete statement (1 to 100000).
         #[arg(long, value_name = "N", default_value_t = 1000,
-              value_parser = clap::value_parser!(u32).range(1..=i64::from(sqlock::MAX_SWEEP_BATCH)))]
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(sqlock::MAX_SWEEP_BATCH)),
+              allow_negative_numbers = true)]
         batch: u32,
+        /// Print JSON objects, one a line, instead of text.
+        #[arg(long)]
+        json: bool,
     },
 
     /// Create the lock table (sqlock's migrations; the DDL for another --table)
-    Migrate,
+    Migrate {
+        /// Print a JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 
     /// Print the lock table's DDL for --table, without connecting
     Schema {
         /// postgres, mysql or sqlite; defaults to the database URL's.
         #[arg(long, value_name = "DIALECT", value_parser = parse_dialect)]
         dialect: Option<Dialect>,
+        /// Print a JSON object (dialect, table, ddl) instead of the DDL itself.
+        #[arg(long)]
+        json: bool,
+    },
+
+    /// Print a shell completion script, generated from this command line
+    ///
+    /// Load it in the current shell, or install it where the shell looks:
+    ///   bash:  source <(sqlock completions bash)
+    ///          sqlock completions bash > /etc/bash_completion.d/sqlock
+    ///   zsh:   sqlock completions zsh > "${fpath[1]}/_sqlock"
+    ///   fish:  sqlock completions fish > ~/.config/fish/completions/sqlock.fish
+    #[command(verbatim_doc_comment)]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+
+    /// Print the manual page, generated from this command line
+    ///
+    /// `sqlock man` is sqlock(1), `sqlock man run` is sqlock-run(1); `--dir DIR`
+    /// writes every page there instead (sqlock.1, sqlock-run.1, ...). Read one with
+    /// `sqlock man | man -l -`.
+    #[command(verbatim_doc_comment)]
+    Man {
+        /// A command whose page to print (run, list, status, ...).
+        command: Option<String>,
+        /// Write every page, as NAME.1 files, into this existing directory.
+        #[arg(long, value_name = "DIR", conflicts_with = "command", value_parser = parse_dir)]
+        dir: Option<std::path::PathBuf>,
     },
 }
 
@@ -188,20 +300,23 @@ pub struct RunArgs {
     pub strategy: Strategy,
 
     /// The lease's TTL; the lease is renewed every third of it while the command runs.
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_ttl)]
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_ttl,
+          allow_hyphen_values = true)]
     pub ttl: Duration,
 
     /// Wait at most this long for the lock, then exit 75 (default: as long as it takes).
     #[arg(long, value_name = "DUR", value_parser = crate::duration::parse,
-          conflicts_with = "no_wait")]
+          conflicts_with = "no_wait", allow_hyphen_values = true)]
     pub wait: Option<Duration>,
 
     /// Do not wait: exit 75 at once when the lock is held elsewhere.
     #[arg(long)]
     pub no_wait: bool,
 
-    /// Keep the lock at least this long after taking it, even if the command ends sooner
-    #[arg(long, value_name = "DUR", value_parser = crate::duration::parse)]
+    /// Keep the lock at least this long after taking it, even if the command ends
+    /// sooner: sqlock keeps running until then; SIGINT or SIGTERM releases at once
+    #[arg(long, value_name = "DUR", value_parser = crate::duration::parse,
+          allow_hyphen_values = true)]
     pub at_least: Option<Duration>,
 
     /// The lock's key: 1 to 255 bytes of UTF-8, no NUL.
@@ -211,6 +326,69 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// `sqlock elect`.
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// The identity recorded for this candidate's terms, shown by `sqlock leader`
+    /// (1 to 255 bytes): how the others reach the leader. Defaults to HOST:PID.
+    #[arg(long, value_name = "ID", value_parser = parse_identity)]
+    pub id: Option<String>,
+
+    /// The TTL of the election's lease: how long a leader that stopped renewing it
+    /// (killed, paused, cut off) stays leader at most. Renewed every third of it.
+    #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse_ttl)]
+    pub ttl: Duration,
+
+    /// Campaign again after leadership was lost, instead of exiting 76, and run the
+    /// command anew in the next term.
+    #[arg(long)]
+    pub again: bool,
+
+    /// The election's name (its lock key is election:NAME): 1 to 246 bytes of UTF-8,
+    /// no NUL.
+    #[arg(value_parser = parse_election)]
+    pub name: String,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// The library's rules for an election's name, checked before connecting as keys are.
+fn parse_election(name: &str) -> Result<String, sqlock::Error> {
+    if name.is_empty() {
+        return Err(sqlock::Error::EmptyKey);
+    }
+    if name.len() > sqlock::MAX_ELECTION_NAME_BYTES {
+        return Err(sqlock::Error::KeyTooLong {
+            len: name.len(),
+            max: sqlock::MAX_ELECTION_NAME_BYTES,
+        });
+    }
+    if name.contains('\0') {
+        return Err(sqlock::Error::KeyContainsNul);
+    }
+    Ok(name.to_owned())
+}
+
+/// The library's rules for a leader's identity.
+fn parse_identity(id: &str) -> Result<String, String> {
+    if id.is_empty() {
+        return Err("the identity is empty".into());
+    }
+    if id.len() > sqlock::MAX_IDENTITY_BYTES {
+        return Err(format!(
+            "the identity is {} bytes long, the limit is {} bytes",
+            id.len(),
+            sqlock::MAX_IDENTITY_BYTES
+        ));
+    }
+    if id.contains('\0') {
+        return Err("the identity contains a NUL character".into());
+    }
+    Ok(id.to_owned())
 }
 
 fn parse_table(name: &str) -> Result<TableName, sqlock::Error> {
@@ -249,24 +427,35 @@ fn parse_key(key: &str) -> Result<String, sqlock::Error> {
     Ok(key.to_owned())
 }
 
-/// The library's TTL range, checked before connecting, as keys are.
+/// The library's TTL range, checked before connecting, as keys are; the limits are
+/// given in the unit the user wrote.
 fn parse_ttl(text: &str) -> Result<Duration, String> {
+    use crate::duration::in_units_of;
     let ttl = crate::duration::parse(text)?;
     if ttl < sqlock::MIN_TTL {
-        return Err(sqlock::Error::TtlTooShort {
-            ttl,
-            min: sqlock::MIN_TTL,
-        }
-        .to_string());
+        return Err(format!(
+            "ttl of {text} is too short: the minimum is {}",
+            in_units_of(sqlock::MIN_TTL, text)
+        ));
     }
     if ttl > sqlock::MAX_TTL {
-        return Err(sqlock::Error::TtlTooLong {
-            ttl,
-            max: sqlock::MAX_TTL,
-        }
-        .to_string());
+        return Err(format!(
+            "ttl of {text} is too long: the maximum is {}",
+            in_units_of(sqlock::MAX_TTL, text)
+        ));
     }
     Ok(ttl)
+}
+
+/// Checked while parsing, so a mistyped directory is bad input (64) rather than a
+/// failed write.
+fn parse_dir(path: &str) -> Result<std::path::PathBuf, String> {
+    let dir = std::path::PathBuf::from(path);
+    if dir.is_dir() {
+        Ok(dir)
+    } else {
+        Err(format!("{path:?} is not an existing directory"))
+    }
 }
 
 /// A zero interval would sweep in a busy loop.
@@ -320,6 +509,62 @@ mod tests {
     }
 
     #[test]
+    fn elect_parses_its_contract() {
+        let cli = Cli::try_parse_from([
+            "sqlock",
+            "elect",
+            "--id",
+            "10.0.0.1:80",
+            "--ttl",
+            "5s",
+            "--again",
+            "sched",
+            "--",
+            "sh",
+            "-c",
+            "serve",
+        ])
+        .unwrap();
+        let Command::Elect(elect) = cli.command else {
+            panic!("not elect")
+        };
+        assert_eq!(elect.id.as_deref(), Some("10.0.0.1:80"));
+        assert_eq!(elect.ttl, Duration::from_secs(5));
+        assert!(elect.again);
+        assert_eq!(elect.name, "sched");
+        assert_eq!(elect.command, ["sh", "-c", "serve"]);
+        let long = "n".repeat(sqlock::MAX_ELECTION_NAME_BYTES + 1);
+        assert!(Cli::try_parse_from(["sqlock", "leader", &long]).is_err());
+    }
+
+    #[test]
+    fn the_new_commands_parse() {
+        let cli = Cli::try_parse_from(["sqlock", "status", "--json", "nightly"]).unwrap();
+        assert!(matches!(cli.command, Command::Status { ref key, json: true } if key == "nightly"));
+        let cli = Cli::try_parse_from(["sqlock", "completions", "zsh"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Completions {
+                shell: clap_complete::Shell::Zsh
+            }
+        ));
+        let cli = Cli::try_parse_from(["sqlock", "man", "run"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Man { command: Some(ref c), dir: None } if c == "run")
+        );
+        for args in [
+            &["list", "--json"][..],
+            &["release", "--force", "--json", "k"],
+            &["sweep", "--json"],
+            &["migrate", "--json"],
+            &["schema", "--json"],
+        ] {
+            let argv = std::iter::once("sqlock").chain(args.iter().copied());
+            assert!(Cli::try_parse_from(argv).is_ok(), "{args:?}");
+        }
+    }
+
+    #[test]
     fn bad_input_is_refused_while_parsing() {
         let long = "k".repeat(256);
         for args in [
@@ -328,9 +573,23 @@ mod tests {
             &["run", "a\0b", "--", "true"],
             &["run", "--ttl", "0s", "k", "--", "true"],
             &["run", "--ttl", "banana", "k", "--", "true"],
+            &["run", "--ttl", "-5s", "k", "--", "true"],
+            &["run", "--ttl", "4000d", "k", "--", "true"],
+            &["run", "--wait", "--no-wait", "k", "--", "true"],
+            &["status"],
+            &["status", ""],
+            &["completions", "tcsh"],
+            &["man", "run", "--dir", "x"],
             &["run", "--strategy", "optimistic", "k", "--", "true"],
             &["run", "--wait", "1s", "--no-wait", "k", "--", "true"],
             &["run", "k"],
+            &["elect", "", "--", "true"],
+            &["elect", &long, "--", "true"],
+            &["elect", "--id", "", "n", "--", "true"],
+            &["elect", "--ttl", "0s", "n", "--", "true"],
+            &["elect", "n"],
+            &["leader"],
+            &["leader", ""],
             &["--table", "Bad-Name", "list"],
             &["release", "k"],
             &["sweep", "--batch", "0"],

@@ -3,7 +3,8 @@
 //! The URL comes from the flag, the environment, or the embedded SQLite default; its
 //! scheme picks the sqlx pool type. The pools are set for a short-lived tool: a few
 //! connections, no ping before each use, and a bounded connect whose failure names
-//! its cause.
+//! its cause. A SQLite file is created only for the commands that take locks; the
+//! others read a missing file as an empty database.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -68,11 +69,20 @@ pub fn no_presence_from_env() -> bool {
 /// On a server, one connection is made directly first: a pool retries a refused
 /// connection until its timeout and then reports only that it timed out, while the
 /// direct attempt fails at once with its cause. The pool then connects lazily.
-pub async fn connect(url: &str, pooling: bool) -> Result<DbPool, Failure> {
-    connect_with(url, MAX_CONNECTIONS, pooling).await
+///
+/// A SQLite file that does not exist is created when `create` says so; otherwise the
+/// pool is an empty in-memory database instead, which answers as an empty table would
+/// (no locks held, nothing to release or sweep) and leaves no file behind.
+pub async fn connect(url: &str, pooling: bool, create: bool) -> Result<DbPool, Failure> {
+    connect_with(url, MAX_CONNECTIONS, pooling, create).await
 }
 
-async fn connect_with(url: &str, max_connections: u32, pooling: bool) -> Result<DbPool, Failure> {
+async fn connect_with(
+    url: &str,
+    max_connections: u32,
+    pooling: bool,
+    create: bool,
+) -> Result<DbPool, Failure> {
     let bad_url =
         |e: sqlx::Error| Failure::Usage(format!("invalid database url {:?}: {e}", redact(url)));
     Ok(match dialect(url)? {
@@ -104,20 +114,32 @@ async fn connect_with(url: &str, max_connections: u32, pooling: bool) -> Result<
         Dialect::Sqlite => {
             let options = SqliteConnectOptions::from_str(url)
                 .map_err(bad_url)?
-                .create_if_missing(true)
+                .create_if_missing(create)
                 // Several processes share the file: readers must not block the writer,
                 // and a writer waits for another rather than failing at once.
                 .journal_mode(SqliteJournalMode::Wal)
                 .busy_timeout(SQLITE_BUSY_TIMEOUT);
+            let file = options.get_filename().to_owned();
             // Eager: opening a local file fails at once, with its cause.
-            SqlitePoolOptions::new()
-                .max_connections(max_connections)
-                .test_before_acquire(false)
-                .acquire_timeout(CONNECT_TIMEOUT)
-                .connect_with(options)
-                .await
-                .map_err(|e| unreachable(url, &e))?
-                .into()
+            match sqlite_pool(options, max_connections).await {
+                Ok(pool) => pool.into(),
+                // Asked afterwards, so that an in-memory URL (never missing) and a file
+                // that cannot be opened for another reason keep their own answers.
+                Err(_) if !create && !file.exists() => {
+                    eprintln!(
+                        "sqlock: no database at {} yet: answering as for an empty one \
+                         (`sqlock run` or `sqlock migrate` creates it)",
+                        file.display()
+                    );
+                    let empty =
+                        SqliteConnectOptions::from_str("sqlite::memory:").map_err(bad_url)?;
+                    sqlite_pool(empty, 1)
+                        .await
+                        .map_err(|e| unreachable(url, &e))?
+                        .into()
+                }
+                Err(e) => return Err(unreachable(url, &e)),
+            }
         }
         // A dialect a newer library knows and this tool does not.
         other => {
@@ -126,6 +148,18 @@ async fn connect_with(url: &str, max_connections: u32, pooling: bool) -> Result<
             )))
         }
     })
+}
+
+async fn sqlite_pool(
+    options: SqliteConnectOptions,
+    max_connections: u32,
+) -> Result<sqlx::SqlitePool, sqlx::Error> {
+    SqlitePoolOptions::new()
+        .max_connections(max_connections)
+        .test_before_acquire(false)
+        .acquire_timeout(CONNECT_TIMEOUT)
+        .connect_with(options)
+        .await
 }
 
 /// One direct connection, closed again, to learn whether the server can be used.

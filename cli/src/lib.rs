@@ -12,6 +12,8 @@
 mod args;
 mod connect;
 mod duration;
+mod elect;
+mod manual;
 mod ops;
 mod run;
 mod tree;
@@ -20,11 +22,11 @@ mod watcher;
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::error::ErrorKind;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::Parser;
 use sqlock::{Dialect, Locker};
 
-pub use args::{Cli, Command, RunArgs};
+pub use args::{Cli, Command, ElectArgs, RunArgs};
 pub use connect::DEFAULT_DATABASE_URL;
 
 /// Bad usage or input: a bad key, duration, table name or strategy, an unknown
@@ -36,9 +38,12 @@ pub const EXIT_UNAVAILABLE: i32 = 69;
 /// (`EX_SOFTWARE`).
 pub const EXIT_SOFTWARE: i32 = 70;
 /// `run`: the lock was not acquired, busy with `--no-wait` or still busy when `--wait`
-/// ran out; `release --force`: the lock was not held (`EX_TEMPFAIL`: try again later).
+/// ran out; `release --force`: the lock was not held; `status`: the lock is free;
+/// `leader`: nobody leads
+/// (`EX_TEMPFAIL`: try again later).
 pub const EXIT_NOT_ACQUIRED: i32 = 75;
-/// `run`: the lock was lost while the command ran, which was stopped.
+/// `run`: the lock was lost while the command ran, which was stopped; `elect`: so was
+/// the leadership (without `--again`).
 pub const EXIT_LOST: i32 = 76;
 /// `run`: the command exists but could not be executed (as shells report it).
 pub const EXIT_CANNOT_EXECUTE: i32 = 126;
@@ -109,7 +114,8 @@ impl From<sqlock::Error> for Failure {
             | E::TtlTooLong { .. }
             | E::InvalidTableName { .. }
             | E::InvalidBatch { .. }
-            | E::InvalidSchedule { .. } => Self::Usage(e.to_string()),
+            | E::InvalidSchedule { .. }
+            | E::InvalidIdentity { .. } => Self::Usage(e.to_string()),
             E::SchedulerUnavailable { .. } => Self::Unavailable(e.to_string()),
             E::MissingSweepProcedure { ref name, .. } => Self::Unavailable(format!(
                 "the sweep procedure {name:?} does not exist: run `sqlock migrate` (or \
@@ -117,16 +123,31 @@ impl From<sqlock::Error> for Failure {
             )),
             // The library's message names its own API; the tool's user wants the tool.
             E::MissingTable { ref table, .. } => Self::Unavailable(missing_table(table)),
-            E::Timeout { .. } => Self::NotAcquired(e.to_string()),
+            // The library prints durations as Rust's Debug does (501.024989ms); the tool
+            // prints them as it reads them (501ms).
+            E::Timeout {
+                ref key, waited, ..
+            } => Self::NotAcquired(format!(
+                "timed out after {} waiting for lock {key:?}",
+                duration::human(waited)
+            )),
             // The key was free, but the grant came back after its TTL: try again
             // later, or with a longer --ttl.
-            E::GrantExpired { .. } => Self::NotAcquired(format!("{e} (--ttl)")),
+            E::GrantExpired {
+                ref key, ttl, took, ..
+            } => Self::NotAcquired(format!(
+                "lock {key:?} was granted, but the answer took {}, longer than its ttl of \
+                 {}: the grant was given back; use a --ttl well above the database's round \
+                 trip",
+                duration::human(took),
+                duration::human(ttl)
+            )),
             // A for-update lock: it ends with its holder's transaction, not by force.
             E::RowLocked { .. } => Self::NotAcquired(format!(
                 "{e}; a for-update lock cannot be released by force: end its holder's \
                  transaction or session"
             )),
-            E::LockLost { .. } => Self::Lost(e.to_string()),
+            E::LockLost { .. } | E::LeadershipLost { .. } => Self::Lost(e.to_string()),
             // The tool turns presence on only where the check allowed it; should the
             // marker still fail (its file, its connection), say how to go without.
             E::PresenceUnavailable { .. } => Self::Unavailable(format!(
@@ -270,6 +291,15 @@ fn clap_failure(e: &clap::Error) -> i32 {
             eprint!("{}", e.render());
             EXIT_USAGE
         }
+        // A value our own parser refused: its message alone, after the option's name,
+        // rather than clap's "invalid value" before it (a duration that is too long is
+        // not "invalid").
+        ErrorKind::ValueValidation if value_error(e).is_some() => {
+            if let Some((name, source)) = value_error(e) {
+                eprintln!("sqlock: {name}: {source}");
+            }
+            EXIT_USAGE
+        }
         _ => {
             let text = e.render().to_string();
             let text = text.strip_prefix("error: ").unwrap_or(&text);
@@ -279,26 +309,56 @@ fn clap_failure(e: &clap::Error) -> i32 {
     }
 }
 
+/// The option (`--ttl`) or argument (`KEY`) whose value a parser refused, and why.
+fn value_error(e: &clap::Error) -> Option<(&str, &(dyn std::error::Error + 'static))> {
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    // "--ttl <DUR>" or "<KEY>".
+    let name = arg.split(' ').next().unwrap_or(arg);
+    let name = name.trim_start_matches('<').trim_end_matches('>');
+    Some((name, std::error::Error::source(e)?))
+}
+
 async fn dispatch(cli: Cli) -> Result<i32, Failure> {
+    // What needs no connection: generated text, and DDL (which needs only a dialect).
+    match &cli.command {
+        Command::Completions { shell } => return manual::completions(*shell),
+        Command::Man { command, dir } => return manual::man(command.as_deref(), dir.as_deref()),
+        _ => {}
+    }
     let url = connect::database_url(cli.database_url.as_deref());
-    if let Command::Schema { dialect } = cli.command {
-        // Printing DDL needs no connection, only a dialect.
+    if let Command::Schema { dialect, json } = cli.command {
         let dialect = match dialect {
             Some(d) => d,
             None => connect::dialect(&url)?,
         };
-        return ops::schema(dialect, &cli.table);
+        return ops::schema(dialect, &cli.table, json);
     }
     if let Command::Run(args) = &cli.command {
         run::check(args, connect::dialect(&url)?)?;
     }
     let pooling = cli.transaction_pooling || connect::transaction_pooling_from_env();
-    let pool = connect::connect(&url, pooling).await?;
-    let builder = Locker::builder(pool.clone())
+    // Only what takes locks (or is told to make the table) creates a SQLite file: the
+    // others answer a missing one as an empty table, without leaving a file behind.
+    let creates = matches!(
+        cli.command,
+        Command::Run(_)
+            | Command::Elect(_)
+            | Command::Migrate { .. }
+            | Command::Sweep { every: Some(_), .. }
+    );
+    let pool = connect::connect(&url, pooling, creates).await?;
+    let mut builder = Locker::builder(pool.clone())
         .table(cli.table.as_str())
         .transaction_pooling(pooling);
+    if matches!(cli.command, Command::Elect(_)) && pool.dialect() == Dialect::Postgres && !pooling {
+        // A resignation wakes the other candidates at once rather than at their next
+        // poll (and a transaction-pooling proxy cannot deliver notifications).
+        builder = builder.notify_waiters(true);
+    }
     let mut locker = builder.clone().build()?;
-    let holds = matches!(cli.command, Command::Run(_));
+    let holds = matches!(cli.command, Command::Run(_) | Command::Elect(_));
     if holds && !cli.no_presence && !connect::no_presence_from_env() {
         // Presence where it is safe: the check asks the server once (a Galera node
         // says no), and a server that cannot be asked is left to the commands.
@@ -306,32 +366,41 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             locker = builder.presence(true).build()?;
         }
     }
-    if pool.dialect() == Dialect::Sqlite && !matches!(cli.command, Command::Migrate) {
+    if pool.dialect() == Dialect::Sqlite && !matches!(cli.command, Command::Migrate { .. }) {
         // The embedded default needs no set-up step. Servers never get tables made
         // behind the operator's back: there a missing table is an error.
         locker.create_table().await?;
     }
     let outcome = match cli.command {
         Command::Run(args) => run::run(&locker, args).await,
+        Command::Elect(args) => elect::elect(&locker, args).await,
+        Command::Leader { name, json } => elect::leader(&locker, &name, json).await,
         Command::List { json } => ops::list(&locker, json).await,
-        Command::Release { key, .. } => ops::release(&locker, &key).await,
+        Command::Status { key, json } => ops::status(&locker, &key, json).await,
+        Command::Release { key, json, .. } => ops::release(&locker, &key, json).await,
         Command::Sweep {
-            unschedule: true, ..
-        } => ops::unschedule_sweep(&locker).await,
+            unschedule: true,
+            json,
+            ..
+        } => ops::unschedule_sweep(&locker, json).await,
         Command::Sweep {
             grace,
             schedule: Some(every),
             batch,
+            json,
             ..
-        } => ops::schedule_sweep(&locker, every, grace, batch).await,
+        } => ops::schedule_sweep(&locker, every, grace, batch, json).await,
         Command::Sweep {
             grace,
             every,
             batch,
+            json,
             ..
-        } => ops::sweep(&locker, grace, every, batch).await,
-        Command::Migrate => ops::migrate(&locker).await,
-        Command::Schema { .. } => unreachable!("BUG: schema is answered before connecting"),
+        } => ops::sweep(&locker, grace, every, batch, json).await,
+        Command::Migrate { json } => ops::migrate(&locker, json).await,
+        Command::Schema { .. } | Command::Completions { .. } | Command::Man { .. } => {
+            unreachable!("BUG: answered before connecting")
+        }
     };
     // Say goodbye to the server rather than drop the sockets, which servers log as
     // errors; never wait long for it.

@@ -1,14 +1,16 @@
-//! The operator's commands: `list`, `release --force`, `sweep`, `migrate` and `schema`.
+//! The operator's commands: `list`, `status`, `release --force`, `sweep`, `migrate`
+//! and `schema`.
 //!
-//! Each prints its result on stdout and returns the exit status, or a [`Failure`] for
-//! the caller to report.
+//! Each prints its result on stdout, as text or (`--json`) as JSON built from values,
+//! and returns the exit status, or a [`Failure`] for the caller to report.
 
 use std::time::Duration;
 
 use sqlock::{Dialect, LockInfo, Locker, SweepOptions, TableName};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::Failure;
+use crate::duration::human;
+use crate::{Failure, EXIT_NOT_ACQUIRED};
 
 /// `list [--json]`: the locks held now, as a table or as a JSON array of objects.
 pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
@@ -22,6 +24,47 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
         print_table(&locks);
     }
     Ok(0)
+}
+
+/// `status [--json] KEY`: who holds the lock on KEY; exit 0 held, 75 free.
+pub(crate) async fn status(locker: &Locker, key: &str, json: bool) -> Result<i32, Failure> {
+    let info = locker.lock_info(key).await?;
+    match (&info, json) {
+        (Some(l), true) => {
+            let mut value = to_json(l);
+            value["held"] = true.into();
+            println!("{value}");
+        }
+        (None, true) => println!("{}", serde_json::json!({ "key": key, "held": false })),
+        (Some(l), false) => print_fields(&[
+            ("key", printable(key)),
+            ("state", "held".into()),
+            ("strategy", l.strategy.clone()),
+            ("owner", l.owner.clone()),
+            ("fencing token", l.fencing_token.to_string()),
+            ("holds", l.hold_count.to_string()),
+            ("held since", utc(l.acquired_at)),
+            (
+                "expires",
+                format!("{}, in {}", utc(l.expires_at), human(l.expires_in)),
+            ),
+        ]),
+        (None, false) => print_fields(&[("key", printable(key)), ("state", "free".into())]),
+    }
+    Ok(if info.is_some() { 0 } else { EXIT_NOT_ACQUIRED })
+}
+
+/// `name  value` lines, the values aligned.
+pub(crate) fn print_fields(fields: &[(&str, String)]) {
+    let width = fields.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    for (name, value) in fields {
+        println!("{name:<width$}  {value}");
+    }
+}
+
+/// A database time as the tool prints it.
+pub(crate) fn utc(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string()
 }
 
 fn to_json(l: &LockInfo) -> serde_json::Value {
@@ -86,7 +129,7 @@ fn print_table(locks: &[LockInfo]) {
 
 /// A key as it can be shown in one table cell: quoted and escaped if it holds control
 /// characters, which would break the table.
-fn printable(key: &str) -> String {
+pub(crate) fn printable(key: &str) -> String {
     if key.chars().any(char::is_control) {
         format!("{key:?}")
     } else {
@@ -95,21 +138,39 @@ fn printable(key: &str) -> String {
 }
 
 /// `release --force KEY`: ends the lock whoever holds it. Not held is exit 75.
-pub(crate) async fn release(locker: &Locker, key: &str) -> Result<i32, Failure> {
+pub(crate) async fn release(locker: &Locker, key: &str, json: bool) -> Result<i32, Failure> {
     // Looked up first only to say whose lock it was: force_release does not tell.
-    let held = locker.list().await?.into_iter().find(|l| l.key == key);
-    if !locker.force_release(key).await? {
+    let held = locker.lock_info(key).await?;
+    let released = locker.force_release(key).await?;
+    if json {
+        // Taken between the two statements, its holder is unknown: null.
+        let (owner, token) = match (&held, released) {
+            (Some(l), true) => (Some(l.owner.as_str()), Some(l.fencing_token)),
+            _ => (None, None),
+        };
+        println!(
+            "{}",
+            serde_json::json!({
+                "key": key,
+                "released": released,
+                "owner": owner,
+                "fencing_token": token,
+            })
+        );
+    }
+    if !released {
         return Err(Failure::NotHeld(format!(
             "lock {key:?} was not held: nothing released"
         )));
     }
-    match held {
-        Some(l) => println!(
-            "released lock {key:?} (owner {}, fencing token {})",
-            l.owner, l.fencing_token
-        ),
-        // Taken between the two statements: its holder is unknown.
-        None => println!("released lock {key:?}"),
+    if !json {
+        match held {
+            Some(l) => println!(
+                "released lock {key:?} (owner {}, fencing token {})",
+                l.owner, l.fencing_token
+            ),
+            None => println!("released lock {key:?}"),
+        }
     }
     Ok(0)
 }
@@ -120,12 +181,19 @@ pub(crate) async fn sweep(
     grace: Duration,
     every: Option<Duration>,
     batch: u32,
+    json: bool,
 ) -> Result<i32, Failure> {
     let options = SweepOptions::new().grace(grace).batch(batch);
+    let print = |n: u64| {
+        if json {
+            println!("{}", serde_json::json!({ "reclaimed": n }));
+        } else {
+            println!("reclaimed {n} rows");
+        }
+    };
     // The first sweep's failure ends the command: it is most likely a setting (URL,
     // table) that no retry would fix.
-    let n = locker.sweep(options).await?;
-    println!("reclaimed {n} rows");
+    print(locker.sweep(options).await?);
     let Some(every) = every else {
         return Ok(0);
     };
@@ -141,9 +209,9 @@ pub(crate) async fn sweep(
         // reported and the next one tried on schedule.
         tokio::select! {
             swept = locker.sweep(options) => match swept {
-                Ok(n) => println!("reclaimed {n} rows"),
-                Err(e) => eprintln!("sqlock: sweep failed, retrying in {every:?}: {}",
-                                    Failure::from(e).message()),
+                Ok(n) => print(n),
+                Err(e) => eprintln!("sqlock: sweep failed, retrying in {}: {}",
+                                    human(every), Failure::from(e).message()),
             },
             // A sweep is one statement per batch, each committed on its own: stopping
             // between or during them loses nothing.
@@ -159,9 +227,22 @@ pub(crate) async fn schedule_sweep(
     every: Duration,
     grace: Duration,
     batch: u32,
+    json: bool,
 ) -> Result<i32, Failure> {
     let options = SweepOptions::new().grace(grace).batch(batch);
     let job = locker.schedule_sweep(every, options).await?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "scheduled": true,
+                "name": job.name,
+                "schedule": job.schedule,
+                "job_id": job.job_id,
+            })
+        );
+        return Ok(0);
+    }
     match job.job_id {
         Some(id) => println!(
             "scheduled pg_cron job {} (id {id}) on {:?}",
@@ -173,8 +254,11 @@ pub(crate) async fn schedule_sweep(
 }
 
 /// `sweep --unschedule`: removes the sweep scheduled inside the database.
-pub(crate) async fn unschedule_sweep(locker: &Locker) -> Result<i32, Failure> {
-    if locker.unschedule_sweep().await? {
+pub(crate) async fn unschedule_sweep(locker: &Locker, json: bool) -> Result<i32, Failure> {
+    let removed = locker.unschedule_sweep().await?;
+    if json {
+        println!("{}", serde_json::json!({ "unscheduled": removed }));
+    } else if removed {
         println!("removed the scheduled sweep");
     } else {
         println!("no sweep was scheduled");
@@ -183,7 +267,7 @@ pub(crate) async fn unschedule_sweep(locker: &Locker) -> Result<i32, Failure> {
 }
 
 /// `migrate`: the embedded migrations for the default table, the DDL for another.
-pub(crate) async fn migrate(locker: &Locker) -> Result<i32, Failure> {
+pub(crate) async fn migrate(locker: &Locker, json: bool) -> Result<i32, Failure> {
     if locker.table().as_str() == sqlock::DEFAULT_TABLE {
         sqlock::migrate(locker.pool()).await?;
     } else {
@@ -191,12 +275,29 @@ pub(crate) async fn migrate(locker: &Locker) -> Result<i32, Failure> {
         // its own name (every statement says IF NOT EXISTS, so this is repeatable).
         locker.create_table().await?;
     }
-    println!("lock table {} is ready", locker.table().as_str());
+    let table = locker.table().as_str();
+    if json {
+        println!("{}", serde_json::json!({ "table": table, "ready": true }));
+    } else {
+        println!("lock table {table} is ready");
+    }
     Ok(0)
 }
 
 /// `schema`: the DDL of the lock table, printed without connecting.
-pub(crate) fn schema(dialect: Dialect, table: &TableName) -> Result<i32, Failure> {
-    print!("{}", sqlock::schema(dialect, table));
+pub(crate) fn schema(dialect: Dialect, table: &TableName, json: bool) -> Result<i32, Failure> {
+    let ddl = sqlock::schema(dialect, table);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "dialect": dialect.to_string(),
+                "table": table.as_str(),
+                "ddl": ddl,
+            })
+        );
+    } else {
+        print!("{ddl}");
+    }
     Ok(0)
 }

@@ -8,11 +8,14 @@
 //! what it left running in its group is stopped the same way; the lock is released
 //! only after the group is empty, and after `--at-least` if that is later. Should
 //! sqlock die without a chance to do any of this, the [`Watcher`] kills the group.
+//!
+//! `sqlock elect` (`elect.rs`) runs its command under a leadership with the same
+//! parts: [`start`], [`supervise`] and [`Signals`].
 
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use sqlock::{Dialect, LockGuard, Locker, Strategy};
+use sqlock::{Dialect, LockGuard, Locker, LostReason, LostSignal, Strategy};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
@@ -52,7 +55,7 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
     };
     let taken = Instant::now();
 
-    let mut tree = match start(&args.command, &guard, &mut watcher).await {
+    let tree = match start(&args.command, &lock_env(&guard), &mut watcher).await {
         Ok(tree) => tree,
         Err(failure) => {
             // Nothing runs: give the lock back at once rather than at its expiry.
@@ -62,27 +65,72 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
     };
 
     let mut lost = guard.lost();
+    let (status, signalled) = match supervise(tree, watcher, &mut lost, &mut signals).await {
+        Supervised::Exited { status, signalled } => (status, signalled),
+        Supervised::Lost(reason) => {
+            // No longer ours: this only ends the guard's bookkeeping.
+            let _ = guard.release().await;
+            return Err(Failure::Lost(format!(
+                "lock {:?} was lost while the command ran ({reason}); the command and its \
+                 processes were stopped",
+                args.key
+            )));
+        }
+    };
+
+    if let Some(at_least) = args.at_least.filter(|_| !signalled) {
+        // The lock stays taken until the window is over, so that a job scheduled a
+        // little apart on another host does not run again: sqlock stays, renewing. A
+        // loss or an operator's signal (then, or earlier) ends the window, and the
+        // release below follows at once (documented in the help and README).
+        tokio::select! {
+            () = tokio::time::sleep_until(taken + at_least) => {}
+            _ = lost.wait() => {}
+            _ = signals.recv() => {}
+        }
+    }
+    finish(guard, &args.key, status).await
+}
+
+/// How a command run under a lock (or a leadership) ended.
+pub(crate) enum Supervised {
+    /// The command exited with `status`, and its group is empty; `signalled`: an
+    /// operator's signal came meanwhile (it asks sqlock to stop once the command is
+    /// over).
+    Exited { status: i32, signalled: bool },
+    /// The lock was lost: the command's whole group was stopped.
+    Lost(LostReason),
+}
+
+/// Supervises a started command under `lost`: signals are passed on to its group, a
+/// loss stops the whole group (SIGTERM, then SIGKILL after a grace), and once the
+/// command exits, what it left running in its group is stopped too. The watcher is
+/// dismissed once the group is empty.
+pub(crate) async fn supervise(
+    mut tree: Tree,
+    watcher: Watcher,
+    lost: &mut LostSignal,
+    signals: &mut Signals,
+) -> Supervised {
+    let mut signalled = false;
     let status = loop {
         tokio::select! {
             status = tree.wait_command() => break status,
             reason = lost.wait() => {
                 tree.stop(KILL_GRACE).await;
                 watcher.dismiss().await;
-                // No longer ours: this only ends the guard's bookkeeping.
-                let _ = guard.release().await;
-                return Err(Failure::Lost(format!(
-                    "lock {:?} was lost while the command ran ({reason}); the command \
-                     and its processes were stopped",
-                    args.key
-                )));
+                return Supervised::Lost(reason);
             }
-            sig = signals.recv() => tree.forward(sig),
+            sig = signals.recv() => {
+                signalled = true;
+                tree.forward(sig);
+            }
         }
     };
 
     // The command is done; what it left running in its group is not: it ends before
     // the lock is given back. A signal meanwhile still reaches it; a loss only makes
-    // the release below report it.
+    // the release that follows report it.
     let group = tree.pgid();
     let finishing = tree.finish(KILL_GRACE);
     tokio::pin!(finishing);
@@ -91,24 +139,14 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
             () = &mut finishing => break,
             // Straight to the group: the stopping above goes on, its grace unchanged.
             sig = signals.recv() => {
+                signalled = true;
                 let _ = nix::sys::signal::killpg(group, sig);
                 let _ = nix::sys::signal::killpg(group, Signal::SIGCONT);
             }
         }
     }
     watcher.dismiss().await;
-
-    if let Some(at_least) = args.at_least {
-        // The lock stays taken until the window is over, so that a job scheduled a
-        // little apart on another host does not run again. A loss or an operator's
-        // signal ends the window early.
-        tokio::select! {
-            () = tokio::time::sleep_until(taken + at_least) => {}
-            _ = lost.wait() => {}
-            _ = signals.recv() => {}
-        }
-    }
-    finish(guard, &args.key, status).await
+    Supervised::Exited { status, signalled }
 }
 
 /// Takes the lock as `--wait` and `--no-wait` say.
@@ -120,24 +158,38 @@ async fn acquire(locker: &Locker, args: &RunArgs) -> Result<LockGuard, Failure> 
         // `acquire_timeout`): a zero wait means one attempt.
         _ if args.no_wait => request.try_acquire().await?.ok_or_else(busy),
         Some(wait) if wait.is_zero() => request.try_acquire().await?.ok_or_else(busy),
-        Some(wait) => Ok(request.acquire_timeout(wait).await?),
+        Some(wait) => match request.acquire_timeout(wait).await {
+            Ok(guard) => Ok(guard),
+            // Said with the --wait the user wrote, not the few milliseconds more the
+            // call took to notice.
+            Err(sqlock::Error::Timeout { .. }) => Err(Failure::NotAcquired(format!(
+                "lock {:?} is still held elsewhere: --wait {} ran out",
+                args.key,
+                crate::duration::human(wait)
+            ))),
+            Err(e) => Err(e.into()),
+        },
         None => Ok(request.acquire().await?),
     }
 }
 
-/// Starts the command with the lock's identity in its environment, and has the
-/// watcher watch its group.
-async fn start(
-    command: &[String],
-    guard: &LockGuard,
-    watcher: &mut Watcher,
-) -> Result<Tree, Failure> {
-    let env = [
+/// The lock's identity, for the command's environment.
+fn lock_env(guard: &LockGuard) -> Vec<(&'static str, String)> {
+    vec![
         ("SQLOCK_KEY", guard.key().to_owned()),
         ("SQLOCK_OWNER", guard.owner().to_string()),
         ("SQLOCK_FENCING_TOKEN", guard.fencing_token().to_string()),
-    ];
-    let tree = Tree::spawn(command, &env)?;
+    ]
+}
+
+/// Starts the command with `env` added to its environment, and has the watcher watch
+/// its group.
+pub(crate) async fn start(
+    command: &[String],
+    env: &[(&str, String)],
+    watcher: &mut Watcher,
+) -> Result<Tree, Failure> {
+    let tree = Tree::spawn(command, env)?;
     // Should this fail, dropping the tree kills the group: nothing runs unwatched.
     watcher.watch(tree.pgid()).await?;
     Ok(tree)
@@ -169,14 +221,14 @@ async fn finish(guard: LockGuard, key: &str, status: i32) -> Result<i32, Failure
 
 /// SIGINT, SIGTERM and SIGHUP, taken over from their default (ending sqlock) while the
 /// lock is held or awaited.
-struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    fn new() -> Result<Self, Failure> {
+    pub(crate) fn new() -> Result<Self, Failure> {
         Ok(Self {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
@@ -185,7 +237,7 @@ impl Signals {
     }
 
     /// The next of them to arrive.
-    async fn recv(&mut self) -> Signal {
+    pub(crate) async fn recv(&mut self) -> Signal {
         tokio::select! {
             _ = self.interrupt.recv() => Signal::SIGINT,
             _ = self.terminate.recv() => Signal::SIGTERM,

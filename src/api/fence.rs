@@ -7,6 +7,8 @@
 //! that commit, so a stale holder's transaction fails instead of writing.
 
 use crate::db::fence::{FenceConnection, FenceQuery};
+use crate::strategy::handle::Handle;
+use crate::strategy::LockId;
 use crate::support::error::{Error, Result};
 use crate::support::lost::LostReason;
 
@@ -66,38 +68,49 @@ impl LockGuard {
     /// WHERE lock_key = $1 AND lock_owner = $2 AND fencing_token = $3 AND locked AND
     /// expires_at > clock_timestamp() FOR SHARE)`.
     pub async fn fence<C: FenceConnection>(&self, conn: &mut C) -> Result<()> {
-        let dialect = self.handle.db.dialect();
-        if !self.hold.fenceable() || C::dialect() != dialect {
-            return Err(Error::FenceNotApplicable {
-                dialect: dialect.name(),
-            });
-        }
-        let (fence, pinned) = self.handle.db.fence();
-        // Unnamed behind a transaction-pooling proxy, like every statement of the handle.
-        let checked = conn
-            .check(FenceQuery {
-                sql: fence,
-                key: &self.id.key,
-                owner: &self.handle.owner_text,
-                token: self.id.token,
-                persistent: !pinned,
-            })
-            .await;
-        let held = match checked {
-            Ok(held) => held,
-            // The check waits two seconds at most on MariaDB: a row locked longer than
-            // that is a for-update holder's, which holds only a key whose lease is not
-            // live. Only the statement was rolled back, not the transaction.
-            Err(e) if C::is_lock_wait_timeout(&e) => false,
-            Err(e) => return Err(e.into()),
-        };
-        if held {
-            Ok(())
-        } else {
-            Err(Error::LockLost {
-                key: self.id.key.clone(),
-                reason: LostReason::NotHeld,
-            })
-        }
+        check(&self.handle, &self.id, self.hold.fenceable(), conn).await
+    }
+}
+
+/// The fence check of the grant `id` of `handle`, on `conn`: see [`LockGuard::fence`].
+/// `fenceable`: whether the lock is a lease (or insert) lock.
+pub(crate) async fn check<C: FenceConnection>(
+    handle: &Handle,
+    id: &LockId,
+    fenceable: bool,
+    conn: &mut C,
+) -> Result<()> {
+    let dialect = handle.db.dialect();
+    if !fenceable || C::dialect() != dialect {
+        return Err(Error::FenceNotApplicable {
+            dialect: dialect.name(),
+        });
+    }
+    let (fence, pinned) = handle.db.fence();
+    // Unnamed behind a transaction-pooling proxy, like every statement of the handle.
+    let checked = conn
+        .check(FenceQuery {
+            sql: fence,
+            key: &id.key,
+            owner: &handle.owner_text,
+            token: id.token,
+            persistent: !pinned,
+        })
+        .await;
+    let held = match checked {
+        Ok(held) => held,
+        // The check waits two seconds at most on MariaDB: a row locked longer than
+        // that is a for-update holder's, which holds only a key whose lease is not
+        // live. Only the statement was rolled back, not the transaction.
+        Err(e) if C::is_lock_wait_timeout(&e) => false,
+        Err(e) => return Err(e.into()),
+    };
+    if held {
+        Ok(())
+    } else {
+        Err(Error::LockLost {
+            key: id.key.clone(),
+            reason: LostReason::NotHeld,
+        })
     }
 }

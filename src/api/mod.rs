@@ -1,12 +1,15 @@
 //! The public API: [`Locker`](crate::Locker) and how it is built, its requests and
-//! their wait loop, the guards it hands out, and the operators' calls (list, lookup,
-//! force release, sweeps). Each public type's methods live with it, or in a file named
-//! for their concern.
+//! their wait loop, the guards it hands out, the operators' calls (list, lookup, force
+//! release, sweeps), and elections (campaign, leadership, observation). Each public
+//! type's methods live with it, or in a file named for their concern.
 
 pub(crate) mod admin;
 pub(crate) mod builder;
-mod fence;
+pub(crate) mod election;
+pub(crate) mod fence;
 pub(crate) mod guard;
+pub(crate) mod leadership;
 pub(crate) mod locker;
+pub(crate) mod observe;
 pub(crate) mod request;
 pub(crate) mod sweeping;

@@ -14,11 +14,13 @@ use crate::support::error::{Class, Error};
 use crate::support::validate::TableName;
 
 use super::dialect::Dialect;
-use super::outcome::{Failure, Grant, Listed, Renewal};
-use super::runner::{grants, listed, texts, On, Runner};
+use super::outcome::{Elected, Failure, Grant, Listed, Renewal};
+use super::runner::{elected, grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
-use super::values::{Acquire, Bound, Extend, Held, Key, Limit, Release, Renew, RowGrant, Sweep};
+use super::values::{
+    Acquire, Bound, Claim, Extend, Held, Key, Limit, Release, Renew, RowGrant, Sweep,
+};
 
 /// The statements every server has, rendered for one table.
 #[derive(Debug, Clone)]
@@ -35,6 +37,9 @@ pub(crate) struct Common {
     pub(crate) list: Statement<Limit>,
     pub(crate) lookup: Statement<Key<'static>>,
     pub(crate) fence: Statement<Held<'static>>,
+    /// An election's claim of a term, and the read of its leader.
+    pub(crate) elect_claim: Statement<Claim<'static>>,
+    pub(crate) elect_leader: Statement<Key<'static>>,
 }
 
 /// The templates of [`Common`], as a server's folder in `sql/` has them.
@@ -52,6 +57,8 @@ pub(crate) struct CommonTemplates {
     pub(crate) list: &'static str,
     pub(crate) lookup: &'static str,
     pub(crate) fence: &'static str,
+    pub(crate) elect_claim: &'static str,
+    pub(crate) elect_leader: &'static str,
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -79,6 +86,8 @@ macro_rules! common_templates {
             list: sql!($dir, "list"),
             lookup: sql!($dir, "lookup"),
             fence: sql!($dir, "fence"),
+            elect_claim: sql!($dir, "elect_claim"),
+            elect_leader: sql!($dir, "elect_leader"),
         }
     }};
 }
@@ -99,6 +108,8 @@ impl Common {
             list: target.render(t.list),
             lookup: target.render(t.lookup),
             fence: target.render(t.fence),
+            elect_claim: target.render(t.elect_claim),
+            elect_leader: target.render(t.elect_leader),
         }
     }
 }
@@ -262,6 +273,14 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
 
     fn lookup(&self, k: &Key<'_>) -> impl Future<Output = Result<Vec<Listed>, sqlx::Error>> + Send {
         async move { listed(self.pool(), &self.common().lookup, k).await }
+    }
+
+    /// The leader of the election on a key, if it has one.
+    fn elect_leader(
+        &self,
+        k: &Key<'_>,
+    ) -> impl Future<Output = Result<Vec<Elected>, sqlx::Error>> + Send {
+        async move { elected(self.pool(), &self.common().elect_leader, k).await }
     }
 }
 

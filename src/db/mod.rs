@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use dialect::Dialect;
-pub(crate) use outcome::{Failure, Grant, Listed, Renewal};
+pub(crate) use outcome::{Elected, Failure, Grant, Listed, Renewal};
 pub(crate) use runner::{checked_out, noting_checkout};
 pub use transaction::DbTransaction;
 
@@ -48,7 +48,7 @@ use crate::support::validate::TableName;
 use backend::{Backend, RowLocks};
 use scheduling::{schedule, unschedule};
 use statement::Mode;
-use values::{Acquire, Extend, Held, Key, Limit, Release, Renew, Schedule, Sweep};
+use values::{Acquire, Claim, Extend, Held, Key, Limit, Release, Renew, Schedule, Sweep};
 
 /// Runs `$body` with `$x` bound to the value inside whichever server's variant of the
 /// enum `$ty` `$value` is; the variants are named with the feature that brings each.
@@ -318,6 +318,19 @@ impl Db {
         Ok(on_backend!(self, |b| b.lookup(k).await)?.into_iter().next())
     }
 
+    /// An election's claim of its lease's term: whether it was recorded (the lease was
+    /// still the candidate's).
+    pub(crate) async fn elect_claim(&self, c: &Claim<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| b.matched(&b.common().elect_claim, c).await)
+    }
+
+    /// The leader of the election on a key, if it has one now.
+    pub(crate) async fn elect_leader(&self, k: &Key<'_>) -> Result<Option<Elected>, Failure> {
+        Ok(on_backend!(self, |b| b.elect_leader(k).await)?
+            .into_iter()
+            .next())
+    }
+
     /// One batch of the sweep; rows another transaction holds are passed over.
     pub(crate) async fn sweep(&self, s: &Sweep<'_>) -> Result<u64, Failure> {
         on_backend!(self, |b| b.sweep(s).await)
@@ -398,5 +411,46 @@ fn no_scheduler() -> crate::support::error::Error {
         hint: "SQLite has no scheduler: run Locker::spawn_sweeper in the application, or \
                `sqlock sweep` from cron"
             .into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backend::{common_templates, Common};
+    use super::statement::Mode;
+    use super::statement::{Statement, Target};
+    use super::Dialect;
+    use crate::db::values::Claim;
+    use crate::support::validate::TableName;
+
+    /// Every statement of the common set renders with the values it is bound with (a
+    /// template naming a value its request lacks panics), elections' included.
+    #[test]
+    fn the_election_statements_render_with_their_values() {
+        let table = TableName::new("t").unwrap();
+        for (dialect, templates) in [
+            (Dialect::Postgres, common_templates!("postgres")),
+            (Dialect::MySql, common_templates!("mysql")),
+            (Dialect::Sqlite, common_templates!("sqlite")),
+        ] {
+            let target = Target {
+                table: &table,
+                placeholders: dialect.placeholders(),
+                mode: Mode::default(),
+            };
+            let common = Common::render(&templates, &target);
+            assert!(common.elect_claim.text().contains("t_leaders"), "{dialect}");
+            assert_eq!(common.elect_claim.params().len(), 4, "{dialect}");
+            assert!(
+                common.elect_leader.text().contains("t_leaders"),
+                "{dialect}"
+            );
+            if dialect == Dialect::Postgres {
+                let notify: Statement<Claim<'static>> =
+                    target.render(super::backend::sql!("postgres", "elect_claim_notify"));
+                assert!(notify.text().contains("pg_notify"));
+                assert_eq!(notify.params().len(), 4);
+            }
+        }
     }
 }

@@ -16,6 +16,18 @@ pub(crate) struct Listed {
     pub(crate) now_us: i64,
 }
 
+/// The leader of an election as `elect_leader.sql` reports it: the live lease on the
+/// election's key and the identity claimed for its term.
+#[derive(Debug, Clone)]
+pub(crate) struct Elected {
+    pub(crate) owner: String,
+    pub(crate) term: i64,
+    pub(crate) identity: String,
+    pub(crate) acquired_us: i64,
+    pub(crate) expires_us: i64,
+    pub(crate) now_us: i64,
+}
+
 /// What a batched renewal found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Renewal {

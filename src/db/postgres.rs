@@ -46,6 +46,8 @@ impl Postgres {
             templates.lease_release_at_least = sql!("postgres", "lease_release_at_least_notify");
             templates.insert_release_at_least = sql!("postgres", "insert_release_at_least_notify");
             templates.lease_force_release = sql!("postgres", "lease_force_release_notify");
+            // And so does an election's claim of a new term, for its observers.
+            templates.elect_claim = sql!("postgres", "elect_claim_notify");
         }
         Self {
             base: Base::new(pool, &target, &templates),

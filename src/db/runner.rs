@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use sqlx::Row as _;
 
-use super::outcome::{Grant, Listed};
+use super::outcome::{Elected, Grant, Listed};
 use super::statement::{Statement, Values};
 
 tokio::task_local! {
@@ -128,6 +128,27 @@ pub(crate) async fn listed<'a, DB: Runner, V: Values>(
                 acquired_us: DB::int(r, 5)?,
                 expires_us: DB::int(r, 6)?,
                 now_us: DB::int(r, 7)?,
+            })
+        })
+        .collect()
+}
+
+/// The rows of `elect_leader.sql`.
+pub(crate) async fn elected<'a, DB: Runner, V: Values>(
+    pool: &'a sqlx::Pool<DB>,
+    s: &'a Statement<V>,
+    a: &'a V::With<'a>,
+) -> Result<Vec<Elected>, sqlx::Error> {
+    let rows = DB::rows(On::Pool(pool, false), s, a).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Elected {
+                owner: DB::text(r, 0)?,
+                term: DB::int(r, 1)?,
+                identity: DB::text(r, 2)?,
+                acquired_us: DB::int(r, 3)?,
+                expires_us: DB::int(r, 4)?,
+                now_us: DB::int(r, 5)?,
             })
         })
         .collect()

@@ -71,19 +71,37 @@ macro_rules! add_presence {
     };
 }
 
+/// The migration that creates the table of election leaders (see
+/// `Locker::election`).
+macro_rules! create_leaders {
+    ($dir:literal) => {
+        File {
+            version: 20261126000000,
+            description: "create sqlock leaders",
+            sql: include_str!(concat!(
+                "../../migrations/",
+                $dir,
+                "/20261126000000_create_sqlock_leaders.sql"
+            )),
+        }
+    };
+}
+
 fn files(dialect: Dialect) -> &'static [File] {
     match dialect {
         Dialect::Postgres => &[
             create_table!("postgres"),
             create_sweep!("postgres"),
             add_presence!("postgres"),
+            create_leaders!("postgres"),
         ],
         Dialect::MySql => &[
             create_table!("mysql"),
             create_sweep!("mysql"),
             add_presence!("mysql"),
+            create_leaders!("mysql"),
         ],
-        Dialect::Sqlite => &[create_table!("sqlite")],
+        Dialect::Sqlite => &[create_table!("sqlite"), create_leaders!("sqlite")],
     }
 }
 
@@ -178,9 +196,9 @@ mod tests {
             assert!(!ddl.contains("sqlock_locks"), "{dialect}");
             assert!(ddl.contains("other_expires_at_idx"), "{dialect}");
         }
-        assert_eq!(
-            schema(Dialect::Sqlite, &TableName::default()),
-            files(Dialect::Sqlite)[0].sql
-        );
+        assert!(schema(Dialect::Sqlite, &TableName::default())
+            .starts_with(files(Dialect::Sqlite)[0].sql));
+        assert!(schema(Dialect::Postgres, &TableName::new("other").unwrap())
+            .contains(r#"CREATE TABLE IF NOT EXISTS "other_leaders""#));
     }
 }

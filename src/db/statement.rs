@@ -38,12 +38,13 @@ pub(crate) enum Param {
     Batches,
     Presence,
     Gone,
+    Identity,
     AtLeastUs,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 16] = [
+    const NAMES: [(Self, &'static str); 17] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -59,14 +60,15 @@ impl Param {
         (Self::Batches, "batches"),
         (Self::Presence, "presence"),
         (Self::Gone, "gone"),
+        (Self::Identity, "identity"),
         (Self::AtLeastUs, "at_least_us"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 16] = {
-        let mut all = [Self::Key; 16];
+    pub(crate) const ALL: [Self; 17] = {
+        let mut all = [Self::Key; 17];
         let mut i = 0;
-        while i < 16 {
+        while i < 17 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }

@@ -129,6 +129,26 @@ impl Values for Release<'_> {
     }
 }
 
+/// An election's claim: `identity` recorded as the leader of the grant's term.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Claim<'a> {
+    pub(crate) held: Held<'a>,
+    pub(crate) identity: &'a str,
+}
+
+impl Values for Claim<'_> {
+    type With<'a> = Claim<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Token, Param::Identity];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Identity => Value::Text(self.identity),
+            other => self.held.value(other),
+        }
+    }
+}
+
 /// An extension of a grant to at least `ttl_us` from now.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Extend<'a> {

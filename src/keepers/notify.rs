@@ -12,6 +12,10 @@
 //! one of them send an attempt per release, most of them bound to fail. A woken waiter
 //! that leaves without having tried passes the wake-up on to the next.
 //!
+//! Observers of an election ([`Election::observe`](crate::Election::observe)) register
+//! as watchers instead: every announcement of their key (a release, or a new term's
+//! claim) wakes all of them, since each only reads.
+//!
 //! A notification is a hint, never a grant: the woken waiter still takes the lock with
 //! its ordinary statement, and polling goes on underneath. A notification that never
 //! comes (the listener down, reconnecting, or not yet listening) only costs the wait
@@ -66,6 +70,8 @@ struct Shared {
     next_id: AtomicU64,
     /// The waiters of each key.
     waiters: Mutex<Waiters>,
+    /// The watchers of each key, all woken by each announcement of it.
+    watchers: Mutex<Waiters>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -89,6 +95,29 @@ impl Shared {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn watchers(&self) -> std::sync::MutexGuard<'_, Waiters> {
+        // As `waiters`.
+        self.watchers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The registrations of `watcher`'s kind.
+    fn registrations(&self, watcher: bool) -> std::sync::MutexGuard<'_, Waiters> {
+        if watcher {
+            self.watchers()
+        } else {
+            self.waiters()
+        }
+    }
+
+    /// Wakes every watcher of `key`.
+    fn wake_watchers(&self, key: &str) {
+        if let Some(list) = self.watchers().get(key) {
+            for (_, w) in list {
+                w.wake();
+            }
+        }
+    }
+
     /// Wakes the longest waiting waiter of `key`, unless one already has a wake-up it
     /// has not taken yet (it is about to try).
     fn wake_key(&self, key: &str) {
@@ -104,7 +133,7 @@ impl Shared {
     /// Wakes every waiter: after the listener (re)connected, releases may have gone
     /// unheard.
     fn wake_all(&self) {
-        for list in self.waiters().values() {
+        for list in self.waiters().values().chain(self.watchers().values()) {
             for (_, w) in list {
                 w.wake();
             }
@@ -131,6 +160,7 @@ impl Notifier {
                 pool: pool.clone(),
                 next_id: AtomicU64::new(1),
                 waiters: Mutex::new(HashMap::new()),
+                watchers: Mutex::new(HashMap::new()),
                 task: Mutex::new(None),
             }),
         }
@@ -140,6 +170,16 @@ impl Notifier {
     /// woken when a release of `key` is announced. Register before the first attempt,
     /// so that a release between an attempt and the wait that follows is not missed.
     pub(crate) fn subscribe(&self, key: &str) -> Subscription {
+        self.register(key, false)
+    }
+
+    /// Registers a watcher of `key` (starting the listener if it is not running), to be
+    /// woken by every announcement of `key`, along with every other watcher of it.
+    pub(crate) fn watch(&self, key: &str) -> Subscription {
+        self.register(key, true)
+    }
+
+    fn register(&self, key: &str, watcher: bool) -> Subscription {
         let shared = &self.shared;
         {
             let mut task = shared.task.lock().unwrap_or_else(|e| e.into_inner());
@@ -155,7 +195,7 @@ impl Notifier {
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let wakeup = Arc::new(Wakeup::default());
         shared
-            .waiters()
+            .registrations(watcher)
             .entry(key.to_owned())
             .or_default()
             .push((id, wakeup.clone()));
@@ -164,6 +204,7 @@ impl Notifier {
             key: key.to_owned(),
             id,
             wakeup,
+            watcher,
         }
     }
 }
@@ -175,6 +216,8 @@ pub(crate) struct Subscription {
     key: String,
     id: u64,
     wakeup: Arc<Wakeup>,
+    /// A watcher's, rather than a waiter's.
+    watcher: bool,
 }
 
 impl Subscription {
@@ -192,7 +235,7 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         {
-            let mut waiters = self.shared.waiters();
+            let mut waiters = self.shared.registrations(self.watcher);
             if let Some(list) = waiters.get_mut(&self.key) {
                 list.retain(|(id, _)| *id != self.id);
                 if list.is_empty() {
@@ -200,7 +243,8 @@ impl Drop for Subscription {
                 }
             }
         }
-        if self.wakeup.pending.load(Ordering::SeqCst) {
+        // A watcher's wake-up was its own: there is nobody to pass it on to.
+        if !self.watcher && self.wakeup.pending.load(Ordering::SeqCst) {
             self.shared.wake_key(&self.key);
         }
     }
@@ -231,7 +275,10 @@ async fn listen(weak: Weak<Shared>, app_pool: PgPool, channel: String) {
                 loop {
                     match listener.try_recv().await {
                         Ok(Some(n)) => match weak.upgrade() {
-                            Some(shared) => shared.wake_key(n.payload()),
+                            Some(shared) => {
+                                shared.wake_key(n.payload());
+                                shared.wake_watchers(n.payload());
+                            }
                             None => return,
                         },
                         // The connection was lost (notifications may have been lost with

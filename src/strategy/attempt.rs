@@ -7,11 +7,12 @@
 //! read. A lease whose statement waited in the database past its own TTL is given back
 //! too: it may have lapsed before it arrived.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::db::{noting_checkout, Failure};
@@ -46,42 +47,33 @@ pub(crate) async fn attempt(
         reached.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     let in_flight = handle.attempt_started(&ask.key);
-    let (tx, rx) = oneshot::channel();
     let sent = Instant::now();
     let task_handle = handle.clone();
     let task_ask = ask.clone();
-    tokio::spawn(async move {
-        let statements = async {
-            match task_ask.strategy {
-                Strategy::ForUpdate => for_update::attempt(&task_handle, &task_ask, wait).await,
-                Strategy::Lease | Strategy::Insert => lease::attempt(&task_handle, &task_ask)
-                    .await
-                    .map(|o| o.map(Granted::Lease)),
-            }
-        };
-        let outcome = noting_checkout(reached, statements).await;
-        // The mark goes with the outcome: the attempt is over once the caller has read
-        // it, or once what it took has been given back.
-        if let Err((Ok(Some(granted)), in_flight)) = tx.send((outcome, in_flight)) {
-            give_back(task_handle, task_ask, granted, in_flight).await;
+    let statements: Statements = Box::pin(noting_checkout(reached, async move {
+        match task_ask.strategy {
+            Strategy::ForUpdate => for_update::attempt(&task_handle, &task_ask, wait).await,
+            Strategy::Lease | Strategy::Insert => lease::attempt(&task_handle, &task_ask)
+                .await
+                .map(|o| o.map(Granted::Lease)),
         }
-    });
-    let mut landing = Landing {
-        rx,
+    }));
+    // The statements run in the caller's task (a task of their own would cost a spawn
+    // and a wake-up on another thread per attempt); should the caller stop waiting
+    // before they are done, `Unfinished` moves what is left of them to a task.
+    let mut unfinished = Unfinished {
+        statements: Some(statements),
         handle: handle.clone(),
         ask: Some(ask.clone()),
-        read: false,
+        in_flight: Some(in_flight),
         runtime: tokio::runtime::Handle::current(),
     };
-    let outcome = (&mut landing.rx).await;
-    landing.read = true;
-    let Ok((outcome, in_flight)) = outcome else {
-        // The task panicked: nothing was granted to us that we know of.
-        return Err(Failure {
-            class: Class::Other,
-            error: Error::Database(sqlx::Error::WorkerCrashed),
-        });
+    let outcome = match unfinished.statements.as_mut() {
+        Some(statements) => statements.await,
+        None => unreachable!("the statements are there until they are done"),
     };
+    unfinished.statements = None;
+    let in_flight = unfinished.in_flight.take();
     match outcome {
         // A statement that waited in the database (for a row another statement was
         // writing, or a fenced transaction) past the TTL it asked for grants a lease
@@ -104,49 +96,63 @@ pub(crate) async fn attempt(
                 },
             })
         }
-        outcome => outcome.map(|granted| granted.map(|g| (g, sent))),
+        // The attempt is over once its caller has its outcome: the mark goes now.
+        outcome => {
+            drop(in_flight);
+            outcome.map(|granted| granted.map(|g| (g, sent)))
+        }
     }
 }
 
-/// What an attempt's task sends: its outcome, and its mark as an attempt under way.
-type Sent = (Result<Option<Granted>, Failure>, InFlight);
+/// An attempt's statements, owning all they need so that they can finish anywhere.
+type Statements = Pin<Box<dyn Future<Output = Result<Option<Granted>, Failure>> + Send>>;
 
-/// The receiving end of an attempt. Dropped unread, it closes the channel (so a later
-/// send fails and the task gives the grant back) and gives back a grant that was
-/// already sent.
-struct Landing {
-    rx: oneshot::Receiver<Sent>,
+/// An attempt under way in its caller's task. Dropped before its statements are done
+/// (the caller stopped waiting), it hands them to a task of their own, which finishes
+/// them and gives back whatever they took: an attempt is never cut off half way.
+struct Unfinished {
+    statements: Option<Statements>,
     handle: Arc<Handle>,
     ask: Option<Ask>,
-    read: bool,
+    in_flight: Option<InFlight>,
     /// The runtime the attempt runs on, for a drop outside of any runtime.
     runtime: tokio::runtime::Handle,
 }
 
-impl Drop for Landing {
+impl Drop for Unfinished {
     fn drop(&mut self) {
-        if self.read {
+        // A panic in the statements unwinds through here with them half polled: they
+        // cannot be resumed, and the transaction or lease they may have taken ends
+        // with its connection or at its expiry.
+        if std::thread::panicking() {
             return;
         }
-        self.rx.close();
-        if let (Ok((Ok(Some(granted)), in_flight)), Some(ask)) =
-            (self.rx.try_recv(), self.ask.take())
-        {
-            let handle = self.handle.clone();
-            // Outside of any runtime, the attempt's own runtime gives it back; if that
-            // one has shut down, the lease lapses at its expiry (and a transaction
-            // ends with its connection).
-            let runtime =
-                tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
-            let _entered = runtime.enter();
-            drop(runtime.spawn(give_back(handle, ask, granted, in_flight)));
-        }
+        let (Some(statements), Some(ask), in_flight) = (
+            self.statements.take(),
+            self.ask.take(),
+            self.in_flight.take(),
+        ) else {
+            return;
+        };
+        let handle = self.handle.clone();
+        // Outside of any runtime, the attempt's own runtime finishes it; if that one
+        // has shut down, the lease lapses at its expiry (and a transaction ends with
+        // its connection).
+        let runtime =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+        let _entered = runtime.enter();
+        drop(runtime.spawn(async move {
+            match statements.await {
+                Ok(Some(granted)) => give_back(handle, ask, granted, in_flight).await,
+                _ => drop(in_flight),
+            }
+        }));
     }
 }
 
 /// Releases a grant nobody is waiting for any more (a transaction is rolled back), and
 /// only then ends the attempt's mark.
-async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: InFlight) {
+async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: Option<InFlight>) {
     let grant = match granted {
         Granted::Lease(grant) => grant,
         Granted::Tx(tx, _, _) => {

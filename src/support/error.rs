@@ -89,6 +89,29 @@ pub enum Error {
         reason: crate::support::lost::LostReason,
     },
 
+    /// Occurs when the leadership of an election was lost while
+    /// [`Election::lead`](crate::Election::lead) ran the leader's work (which was then
+    /// dropped), or when its resignation found it lost already.
+    #[error("leadership of election {election:?} (term {term}) was lost: {reason}")]
+    LeadershipLost {
+        /// The election's name.
+        election: String,
+        /// The term that was lost.
+        term: i64,
+        /// Why it was lost.
+        reason: crate::support::lost::LostReason,
+    },
+
+    /// Occurs when a candidate's identity
+    /// ([`Election::id`](crate::Election::id)) is empty, longer than
+    /// [`MAX_IDENTITY_BYTES`](crate::MAX_IDENTITY_BYTES) bytes of UTF-8, or contains a
+    /// NUL character. Reported before any SQL is sent.
+    #[error("invalid leader identity: {reason}")]
+    InvalidIdentity {
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// Occurs when a handle asks for a key it holds already, with another strategy. A
     /// key is held by one strategy at a time, and a handle's re-entry (a second hold of
     /// a key it holds) keeps the strategy it holds the key with: release the first

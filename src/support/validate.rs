@@ -45,6 +45,52 @@ pub(crate) fn key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// What an election's name is prefixed with to make its lock key: `election:`, so
+/// that elections never share a key with the application's own locks (unless a lock is
+/// taken on such a key on purpose).
+pub const ELECTION_KEY_PREFIX: &str = "election:";
+
+/// The longest election name, in bytes of UTF-8: its key, with
+/// [`ELECTION_KEY_PREFIX`], must fit [`MAX_KEY_BYTES`].
+pub const MAX_ELECTION_NAME_BYTES: usize = MAX_KEY_BYTES - ELECTION_KEY_PREFIX.len();
+
+/// The longest leader identity, in bytes of UTF-8 (its column is 255 wide).
+pub const MAX_IDENTITY_BYTES: usize = 255;
+
+/// Checks an election's name as a key (empty, too long with its prefix, NUL) and
+/// returns its lock key.
+pub(crate) fn election_key(name: &str) -> Result<String> {
+    if name.is_empty() {
+        return Err(Error::EmptyKey);
+    }
+    if name.len() > MAX_ELECTION_NAME_BYTES {
+        return Err(Error::KeyTooLong {
+            len: name.len(),
+            max: MAX_ELECTION_NAME_BYTES,
+        });
+    }
+    let key = format!("{ELECTION_KEY_PREFIX}{name}");
+    self::key(&key)?;
+    Ok(key)
+}
+
+/// Checks a leader identity.
+pub(crate) fn identity(id: &str) -> Result<()> {
+    let reason = if id.is_empty() {
+        "it is empty".to_owned()
+    } else if id.len() > MAX_IDENTITY_BYTES {
+        format!(
+            "it is {} bytes long, the limit is {MAX_IDENTITY_BYTES} bytes",
+            id.len()
+        )
+    } else if id.contains('\0') {
+        "it contains a NUL character".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidIdentity { reason })
+}
+
 /// Checks a TTL and returns it in whole microseconds, the unit the SQL works in.
 pub(crate) fn ttl(ttl: Duration) -> Result<i64> {
     if ttl < MIN_TTL {

@@ -111,14 +111,14 @@ pub(crate) fn text(r: &Report, p: &PeersRun, rounds: u32, hold: std::time::Durat
     );
     let _ = writeln!(
         o,
-        "{:<32} {:>6} {:>10} {:>10} {:>10}  freed by",
+        "{:<36} {:>6} {:>10} {:>10} {:>10}  freed by",
         "contender", "kills", "min ms", "p50 ms", "max ms"
     );
     for c in &p.crash {
         let mut s = c.recovery.clone();
         let _ = writeln!(
             o,
-            "{:<32} {:>6} {:>10.1} {:>10.1} {:>10.1}  {}",
+            "{:<36} {:>6} {:>10.1} {:>10.1} {:>10.1}  {}",
             c.who.label(d),
             s.len(),
             ms(s.percentile(0.0)),

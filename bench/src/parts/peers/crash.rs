@@ -25,9 +25,16 @@ pub(crate) struct SqlockVariant {
     pub(crate) name: &'static str,
     /// The builder options that make it, given `--crash-ttl`.
     pub(crate) options: fn(LockerBuilder, Duration) -> LockerBuilder,
-    /// What frees a dead holder's lock, given `--crash-ttl`.
+    /// What frees a dead holder's lock, given the TTL.
     pub(crate) freed_by: fn(Duration) -> String,
+    /// A TTL of its own instead of `--crash-ttl`: presence frees a dead holder's lease
+    /// without waiting for its TTL, so those variants keep the library's default of
+    /// 30 s, as a user would, and a grant before it shows presence at work.
+    pub(crate) ttl: Option<Duration>,
 }
+
+/// The lease TTL of a sqlock variant with a TTL of its own (the library's default).
+const DEFAULT_TTL: Duration = sqlock::DEFAULT_TTL;
 
 /// The sqlock contenders of the crash part. The holder and the waiter are built from
 /// the same line, so another variant is one line more here.
@@ -36,15 +43,28 @@ pub(crate) const SQLOCK_VARIANTS: &[SqlockVariant] = &[
         name: "lease",
         options: |b, ttl| b.strategy(Strategy::Lease).ttl(ttl),
         freed_by: |ttl| format!("the lease's TTL, {}", humantime::format_duration(ttl)),
+        ttl: None,
     },
     SqlockVariant {
         name: "for-update",
         options: |b, _| b.strategy(Strategy::ForUpdate),
         freed_by: |_| "the server ending the dead session's transaction".into(),
+        ttl: None,
     },
     // A waiter learns of a dead holder's presence at its next attempt, so its polling
-    // bounds the time to the grant: the default polls at most every 500 ms, this
+    // bounds the time to the grant: the default polls at most every 500 ms, the second
     // variant every 10 ms at most.
+    SqlockVariant {
+        name: "lease, presence",
+        options: |b, ttl| b.strategy(Strategy::Lease).ttl(ttl).presence(true),
+        freed_by: |ttl| {
+            format!(
+                "the dead holder's presence session (TTL {}); default polling",
+                humantime::format_duration(ttl)
+            )
+        },
+        ttl: Some(DEFAULT_TTL),
+    },
     SqlockVariant {
         name: "lease, presence, poll <= 10ms",
         options: |b, ttl| {
@@ -53,7 +73,13 @@ pub(crate) const SQLOCK_VARIANTS: &[SqlockVariant] = &[
                 .presence(true)
                 .poll_interval(Duration::from_millis(1), Duration::from_millis(10))
         },
-        freed_by: |_| "the server ending the dead holder's presence session".into(),
+        freed_by: |ttl| {
+            format!(
+                "the dead holder's presence session (TTL {})",
+                humantime::format_duration(ttl)
+            )
+        },
+        ttl: Some(DEFAULT_TTL),
     },
 ];
 
@@ -74,6 +100,18 @@ fn contenders(s: &Setup<'_>) -> Vec<Contender> {
         .collect();
     out.extend(s.peers());
     out
+}
+
+/// The lease TTL a contender's trials use: its own, or `--crash-ttl`.
+fn ttl_for(who: Contender, crash_ttl: Duration) -> Duration {
+    match who {
+        Contender::Sqlock(name) => SQLOCK_VARIANTS
+            .iter()
+            .find(|v| v.name == name)
+            .and_then(|v| v.ttl)
+            .unwrap_or(crash_ttl),
+        _ => crash_ttl,
+    }
 }
 
 /// What frees a dead holder's lock, for the tables.
@@ -120,7 +158,7 @@ pub(super) async fn crash(s: &Setup<'_>) -> Result<Vec<PeerCrash>, Failure> {
             s.args.crashes
         ));
         for i in alternate(contenders.len(), round) {
-            acc[i].push(trial(s, contenders[i], ttl).await?);
+            acc[i].push(trial(s, contenders[i], ttl_for(contenders[i], ttl)).await?);
         }
     }
     Ok(contenders
@@ -128,7 +166,7 @@ pub(super) async fn crash(s: &Setup<'_>) -> Result<Vec<PeerCrash>, Failure> {
         .zip(acc)
         .map(|(who, recovery)| PeerCrash {
             who,
-            freed_by: freed_by(who, ttl),
+            freed_by: freed_by(who, ttl_for(who, ttl)),
             recovery,
         })
         .collect())

@@ -1,0 +1,16 @@
+-- The leader of the election on :key, if it has one now: the live lease on the key
+-- and the identity claimed for that lease's term, read together in one statement. A
+-- lease whose term has no claim (a candidate between its grant and its claim, or a
+-- plain lock on the key) is no leader.
+SELECT l.lock_owner,
+       l.fencing_token,
+       e.leader_id,
+       TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', l.acquired_at) AS acquired_us,
+       TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', l.expires_at) AS expires_us,
+       TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS now_us
+FROM `{table}` AS l
+JOIN `{table}_leaders` AS e
+  ON e.lock_key = l.lock_key AND e.leader_term = l.fencing_token
+WHERE l.lock_key = :key
+  AND l.locked
+  AND l.expires_at > UTC_TIMESTAMP(6)
