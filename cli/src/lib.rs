@@ -294,9 +294,13 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     }
     let pooling = cli.transaction_pooling || connect::transaction_pooling_from_env();
     let pool = connect::connect(&url, pooling).await?;
+    // A fair waiter on PostgreSQL is woken by the notification naming it, where
+    // notifications can work.
+    let fair = matches!(&cli.command, Command::Run(r) if r.strategy() == sqlock::Strategy::Fair);
     let builder = Locker::builder(pool.clone())
         .table(cli.table.as_str())
-        .transaction_pooling(pooling);
+        .transaction_pooling(pooling)
+        .notify_waiters(fair && pool.dialect() == Dialect::Postgres && !pooling);
     let mut locker = builder.clone().build()?;
     let holds = matches!(cli.command, Command::Run(_));
     if holds && !cli.no_presence && !connect::no_presence_from_env() {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::strategy::attempt::{attempt, try_once};
+use crate::strategy::fair;
 use crate::strategy::{check_strategy, handle::Handle, lease::Renewal, wait_in_database};
 use crate::strategy::{Ask, Granted, Hold};
 use crate::support::backoff::Backoff;
@@ -180,7 +181,11 @@ impl<'a> LockRequest<'a> {
     /// ```
     pub async fn try_acquire(self) -> Result<Option<LockGuard>> {
         let ask = self.ask()?;
-        let granted = try_once(self.shared, &ask).await?;
+        let granted = if ask.strategy == Strategy::Fair {
+            fair::acquire(self.shared, &ask, None, true).await?
+        } else {
+            try_once(self.shared, &ask).await?
+        };
         Ok(granted.map(|(g, sent)| self.guard(&ask, g, sent)))
     }
 
@@ -261,6 +266,15 @@ impl<'a> LockRequest<'a> {
 
     async fn wait(self, deadline: Option<Instant>) -> Result<LockGuard> {
         let ask = self.ask()?;
+        if ask.strategy == Strategy::Fair {
+            let granted = fair::acquire(self.shared, &ask, deadline, false).await?;
+            // Without `once`, a wait ends with a grant or an error.
+            let (granted, sent) = granted.ok_or_else(|| Error::Timeout {
+                key: ask.key.clone(),
+                waited: Duration::ZERO,
+            })?;
+            return Ok(self.guard(&ask, granted, sent));
+        }
         let started = Instant::now();
         let timed_out = || Error::Timeout {
             key: self.key.to_owned(),

@@ -18,7 +18,9 @@ use super::outcome::{Failure, Grant, Listed, Renewal};
 use super::runner::{grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
-use super::values::{Acquire, Bound, Extend, Held, Key, Limit, Renew, RowGrant, Sweep};
+use super::values::{
+    Acquire, Bound, Extend, Held, Key, Limit, Mark, Place, Renew, RowGrant, Sweep,
+};
 
 /// The statements every server has, rendered for one table.
 #[derive(Debug, Clone)]
@@ -33,6 +35,23 @@ pub(crate) struct Common {
     pub(crate) list: Statement<Limit>,
     pub(crate) lookup: Statement<Key<'static>>,
     pub(crate) fence: Statement<Held<'static>>,
+    pub(crate) fair: Fair,
+}
+
+/// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
+/// queue, which `fair.rs` runs in transactions of its own.
+#[derive(Debug, Clone)]
+pub(crate) struct Fair {
+    pub(crate) gate: Statement<Key<'static>>,
+    pub(crate) enqueue: Statement<Place<'static>>,
+    pub(crate) renew: Statement<Place<'static>>,
+    pub(crate) status: Statement<Place<'static>>,
+    pub(crate) head: Statement<Key<'static>>,
+    pub(crate) ensure: Statement<Key<'static>>,
+    pub(crate) take: Statement<Place<'static>>,
+    pub(crate) mark: Statement<Mark<'static>>,
+    pub(crate) leave: Statement<Place<'static>>,
+    pub(crate) sweep: Statement<Sweep<'static>>,
 }
 
 /// The templates of [`Common`], as a server's folder in `sql/` has them.
@@ -48,6 +67,7 @@ pub(crate) struct CommonTemplates {
     pub(crate) list: &'static str,
     pub(crate) lookup: &'static str,
     pub(crate) fence: &'static str,
+    pub(crate) fair: [&'static str; 10],
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -73,6 +93,18 @@ macro_rules! common_templates {
             list: sql!($dir, "list"),
             lookup: sql!($dir, "lookup"),
             fence: sql!($dir, "fence"),
+            fair: [
+                sql!($dir, "fair_gate"),
+                sql!($dir, "fair_enqueue"),
+                sql!($dir, "fair_renew"),
+                sql!($dir, "fair_status"),
+                sql!($dir, "fair_head"),
+                sql!($dir, "fair_ensure"),
+                sql!($dir, "fair_take"),
+                sql!($dir, "fair_mark"),
+                sql!($dir, "fair_leave"),
+                sql!($dir, "fair_sweep"),
+            ],
         }
     }};
 }
@@ -91,6 +123,18 @@ impl Common {
             list: target.render(t.list),
             lookup: target.render(t.lookup),
             fence: target.render(t.fence),
+            fair: Fair {
+                gate: target.render(t.fair[0]),
+                enqueue: target.render(t.fair[1]),
+                renew: target.render(t.fair[2]),
+                status: target.render(t.fair[3]),
+                head: target.render(t.fair[4]),
+                ensure: target.render(t.fair[5]),
+                take: target.render(t.fair[6]),
+                mark: target.render(t.fair[7]),
+                leave: target.render(t.fair[8]),
+                sweep: target.render(t.fair[9]),
+            },
         }
     }
 }
@@ -245,6 +289,18 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         async move {
             Self::Db::value(On::Pool(self.pool(), false), &self.common().lease_extend, e).await
         }
+    }
+
+    /// Inside a fair handoff's transaction on `conn`: names the waiter the lock was
+    /// handed to, where waiters are woken by notifications (PostgreSQL with
+    /// `notify_waiters`); nothing elsewhere.
+    fn fair_announce<'a>(
+        &'a self,
+        conn: &'a mut <Self::Db as sqlx::Database>::Connection,
+        m: &'a Mark<'a>,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a {
+        let _ = (conn, m);
+        async { Ok(()) }
     }
 
     /// The listed locks, or the one on a key.

@@ -71,19 +71,36 @@ macro_rules! add_presence {
     };
 }
 
+/// The migration that creates the queue of the fair strategy's waiters.
+macro_rules! create_queue {
+    ($dir:literal) => {
+        File {
+            version: 20261126000000,
+            description: "create sqlock queue",
+            sql: include_str!(concat!(
+                "../../migrations/",
+                $dir,
+                "/20261126000000_create_sqlock_queue.sql"
+            )),
+        }
+    };
+}
+
 fn files(dialect: Dialect) -> &'static [File] {
     match dialect {
         Dialect::Postgres => &[
             create_table!("postgres"),
             create_sweep!("postgres"),
             add_presence!("postgres"),
+            create_queue!("postgres"),
         ],
         Dialect::MySql => &[
             create_table!("mysql"),
             create_sweep!("mysql"),
             add_presence!("mysql"),
+            create_queue!("mysql"),
         ],
-        Dialect::Sqlite => &[create_table!("sqlite")],
+        Dialect::Sqlite => &[create_table!("sqlite"), create_queue!("sqlite")],
     }
 }
 
@@ -173,10 +190,15 @@ mod tests {
             let ddl = schema(dialect, &TableName::new("other").unwrap());
             assert!(!ddl.contains("sqlock_locks"), "{dialect}");
             assert!(ddl.contains("other_expires_at_idx"), "{dialect}");
+            assert!(ddl.contains("other_queue_key_idx"), "{dialect}");
         }
         assert_eq!(
             schema(Dialect::Sqlite, &TableName::default()),
-            files(Dialect::Sqlite)[0].sql
+            format!(
+                "{}\n{}",
+                files(Dialect::Sqlite)[0].sql,
+                files(Dialect::Sqlite)[1].sql
+            )
         );
     }
 }

@@ -38,11 +38,12 @@ pub(crate) enum Param {
     Batches,
     Presence,
     Gone,
+    Ticket,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 15] = [
+    const NAMES: [(Self, &'static str); 16] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -58,13 +59,14 @@ impl Param {
         (Self::Batches, "batches"),
         (Self::Presence, "presence"),
         (Self::Gone, "gone"),
+        (Self::Ticket, "ticket"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 15] = {
-        let mut all = [Self::Key; 15];
+    pub(crate) const ALL: [Self; 16] = {
+        let mut all = [Self::Key; 16];
         let mut i = 0;
-        while i < 15 {
+        while i < 16 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }
@@ -173,6 +175,7 @@ impl<V: Values> Statement<V> {
     pub(crate) fn render(template: &str, table: &TableName, style: Placeholders) -> Self {
         let template = template
             .replace("{channel}", &table.release_channel())
+            .replace("{grant_channel}", &table.grant_channel())
             .replace("{table}", table.as_str());
         let mut text = String::with_capacity(template.len());
         let mut params: Vec<Param> = Vec::new();

@@ -54,9 +54,12 @@ pub(crate) async fn attempt(
         let statements = async {
             match task_ask.strategy {
                 Strategy::ForUpdate => for_update::attempt(&task_handle, &task_ask, wait).await,
-                Strategy::Lease | Strategy::Insert => lease::attempt(&task_handle, &task_ask)
-                    .await
-                    .map(|o| o.map(Granted::Lease)),
+                // A fair attempt made here is a re-entry of a hold of the handle's own.
+                Strategy::Lease | Strategy::Insert | Strategy::Fair => {
+                    lease::attempt(&task_handle, &task_ask)
+                        .await
+                        .map(|o| o.map(Granted::Lease))
+                }
             }
         };
         let outcome = noting_checkout(reached, statements).await;

@@ -76,7 +76,7 @@ pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>,
 }
 
 /// Gives back one hold, retrying statements that lost a deadlock race; whether the
-/// lease was still ours.
+/// lease was still ours. A fair lock's last hold is handed on to its next waiter.
 ///
 /// The insert strategy's last hold deletes the row; a lease's row stays, free. On
 /// MariaDB a release waits a second at most on a row lock (the row of a lease that
@@ -84,6 +84,15 @@ pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>,
 /// locked, a read that waits on nothing tells a lease that is gone (`false`) from a
 /// short lock (contention, tried again).
 pub(crate) async fn release(handle: &Handle, id: &LockId) -> Result<bool> {
+    if id.strategy == Strategy::Fair {
+        return super::fair::release(handle, id).await;
+    }
+    release_row(handle, id).await
+}
+
+/// [`release`] of the row alone: a fair lock's release when its handoff cannot be
+/// made (the first waiter's next poll hands it on then).
+pub(crate) async fn release_row(handle: &Handle, id: &LockId) -> Result<bool> {
     let held = id.held(&handle.owner_text);
     let db = &handle.db;
     retry_contention(|| async {
