@@ -509,3 +509,33 @@ async fn a_grant_handed_to_a_waiter_that_left_goes_on() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn postgres_wakes_the_waiter_a_handoff_names() -> anyhow::Result<()> {
+    for b in common::backends_of("fair_named", &[Dialect::Postgres]).await {
+        b.fresh_table().await?;
+        // Polls far apart: within the deadline only the notification can wake the
+        // first waiter to take up its grant.
+        let locker = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .notify_waiters(true)
+            .ttl(Duration::from_secs(600))
+            .poll_interval(Duration::from_secs(300), Duration::from_secs(300))
+            .build()?;
+        let key = "named";
+        let guard = locker.acquire(key).await?;
+        let waiter = locker.new_handle();
+        let waiting = tokio::spawn(async move { waiter.acquire(key).await });
+        until(|| async { Ok(queued(&b, &locker, key).await? == 1) }).await?;
+        let held = guard.fencing_token();
+        assert!(guard.release().await?);
+        let g = tokio::time::timeout(DEADLINE, waiting)
+            .await
+            .context("the waiter the handoff named was not woken")???;
+        assert!(g.fencing_token() > held);
+        assert!(g.release().await?);
+    }
+    Ok(())
+}
