@@ -67,6 +67,8 @@ pub(crate) struct CommonTemplates {
     pub(crate) list: &'static str,
     pub(crate) lookup: &'static str,
     pub(crate) fence: &'static str,
+    /// `fair_gate`, `_enqueue`, `_renew`, `_status`, `_head`, `_ensure`, `_take`,
+    /// `_mark`, `_leave`, `_sweep`, in that order.
     pub(crate) fair: [&'static str; 10],
 }
 
@@ -289,18 +291,6 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         async move {
             Self::Db::value(On::Pool(self.pool(), false), &self.common().lease_extend, e).await
         }
-    }
-
-    /// Inside a fair handoff's transaction on `conn`: names the waiter the lock was
-    /// handed to, where waiters are woken by notifications (PostgreSQL with
-    /// `notify_waiters`); nothing elsewhere.
-    fn fair_announce<'a>(
-        &'a self,
-        conn: &'a mut <Self::Db as sqlx::Database>::Connection,
-        m: &'a Mark<'a>,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a {
-        let _ = (conn, m);
-        async { Ok(()) }
     }
 
     /// The listed locks, or the one on a key.

@@ -20,16 +20,14 @@ pub(crate) enum Standing {
     /// The lock is the waiter's: the grant, taken up (its expiry pushed to the TTL
     /// the waiter asked for) and its place left.
     Granted(Grant),
-    /// A grant was handed to the waiter and waits to be taken up by a poll.
-    Called,
     /// Still waiting, with this many live waiters ahead.
     Waiting { ahead: i64 },
     /// The place lapsed (and was skipped) or is gone: the waiter joins again.
     Gone,
 }
 
-/// The ticket a step handed the lock to, if it handed it on.
-pub(crate) type Handed = Option<i64>;
+/// Whom a step handed the lock to: the waiter's ticket, and the grant's token.
+type Handed = Option<(i64, i64)>;
 
 type Conn<B> = <<B as Backend>::Db as sqlx::Database>::Connection;
 type Tx<B> = sqlx::Transaction<'static, <B as Backend>::Db>;
@@ -49,8 +47,14 @@ async fn gated<B: Backend>(b: &B, key: &str) -> Result<Option<Tx<B>>, sqlx::Erro
 }
 
 /// Hands `key` to the first live waiter of its queue, if the lock is free or expired:
-/// the ticket it went to.
-async fn hand_on<B: Backend>(b: &B, conn: &mut Conn<B>, key: &str) -> Result<Handed, sqlx::Error> {
+/// the waiter's ticket and the grant's token. With `ensure`, a key without a row gets
+/// a free one first (a step that held or released the lock knows the row is there).
+async fn hand_on<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    key: &str,
+    ensure: bool,
+) -> Result<Handed, sqlx::Error> {
     let f = &b.common().fair;
     let head = B::Db::rows(On::Conn(&mut *conn), &f.head, &Key(key)).await?;
     let (ticket, owner) = match head.first() {
@@ -65,7 +69,9 @@ async fn hand_on<B: Backend>(b: &B, conn: &mut Conn<B>, key: &str) -> Result<Han
         ttl_us: 0,
     };
     let taken = async {
-        B::Db::execute(On::Conn(&mut *conn), &f.ensure, &Key(key)).await?;
+        if ensure {
+            B::Db::execute(On::Conn(&mut *conn), &f.ensure, &Key(key)).await?;
+        }
         B::Db::value(On::Conn(&mut *conn), &f.take, &place).await
     }
     .await;
@@ -78,10 +84,10 @@ async fn hand_on<B: Backend>(b: &B, conn: &mut Conn<B>, key: &str) -> Result<Han
         Err(e) if B::is_lock_wait_timeout(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
+    // With notifications on (PostgreSQL), the mark names the waiter to its listener.
     let mark = Mark { key, ticket, token };
     B::Db::execute(On::Conn(&mut *conn), &f.mark, &mark).await?;
-    b.fair_announce(&mut *conn, &mark).await?;
-    Ok(Some(ticket))
+    Ok(Some((ticket, token)))
 }
 
 /// The waiter's place as it stands: the token of the grant handed to it (0 for none)
@@ -98,25 +104,15 @@ async fn status<B: Backend>(
     }
 }
 
-/// The waiter's standing; a grant handed to it is taken up when `take_up`.
-async fn standing<B: Backend>(
+/// Takes up the grant of `token` handed to the waiter at `p`: the grant lasts the
+/// waiter's TTL from now (it lasted as long as the place until then), and the waiter
+/// leaves the queue. Needs no gate: the grant and the place are the waiter's alone.
+async fn take_up<B: Backend>(
     b: &B,
     conn: &mut Conn<B>,
     p: &Place<'_>,
-    take_up: bool,
+    token: i64,
 ) -> Result<Standing, sqlx::Error> {
-    let f = &b.common().fair;
-    let Some((token, ahead)) = status(b, &mut *conn, p).await? else {
-        return Ok(Standing::Gone);
-    };
-    if token == 0 {
-        return Ok(Standing::Waiting { ahead });
-    }
-    if !take_up {
-        return Ok(Standing::Called);
-    }
-    // Taken up: the grant lasts the waiter's TTL from now (it lasted as long as the
-    // place until then), and the waiter is a waiter no more.
     let extend = Extend {
         held: Held {
             key: p.key,
@@ -126,7 +122,7 @@ async fn standing<B: Backend>(
         ttl_us: p.ttl_us,
     };
     let expires = B::Db::value(On::Conn(&mut *conn), &b.common().lease_extend, &extend).await?;
-    B::Db::execute(On::Conn(&mut *conn), &f.leave, p).await?;
+    B::Db::execute(On::Conn(&mut *conn), &b.common().fair.leave, p).await?;
     Ok(match expires {
         Some(expires_us) => Standing::Granted(Grant {
             owner: p.owner.to_owned(),
@@ -136,9 +132,23 @@ async fn standing<B: Backend>(
             strategy: "fair".to_owned(),
             presence: None,
         }),
-        // The grant lapsed with a place that was not renewed in time.
+        // The grant lapsed with a place that was not renewed in time, or an operator
+        // released it.
         None => Standing::Gone,
     })
+}
+
+/// The waiter's standing; a grant handed to it is taken up.
+async fn standing<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    p: &Place<'_>,
+) -> Result<Standing, sqlx::Error> {
+    match status(b, &mut *conn, p).await? {
+        None => Ok(Standing::Gone),
+        Some((0, ahead)) => Ok(Standing::Waiting { ahead }),
+        Some((token, _)) => take_up(b, conn, p, token).await,
+    }
 }
 
 /// A waiter joins the queue of `p.key` (its ticket is ignored) and, when the lock is
@@ -147,7 +157,7 @@ async fn standing<B: Backend>(
 pub(crate) async fn join<B: Backend>(
     b: &B,
     p: &Place<'_>,
-) -> Result<Option<(i64, Standing, Handed)>, sqlx::Error> {
+) -> Result<Option<(i64, Standing)>, sqlx::Error> {
     let Some(mut tx) = gated(b, p.key).await? else {
         return Ok(None);
     };
@@ -156,19 +166,21 @@ pub(crate) async fn join<B: Backend>(
         .await?
         .ok_or(sqlx::Error::RowNotFound)?;
     let p = Place { ticket, ..*p };
-    let handed = hand_on(b, &mut tx, p.key).await?;
-    let standing = standing(b, &mut tx, &p, true).await?;
+    let standing = match hand_on(b, &mut tx, p.key, true).await? {
+        Some((to, token)) if to == ticket => take_up(b, &mut tx, &p, token).await?,
+        _ => standing(b, &mut tx, &p).await?,
+    };
     tx.commit().await?;
-    Ok(Some((ticket, standing, handed)))
+    Ok(Some((ticket, standing)))
 }
 
-/// A poll of the waiter at `p`: renews its place, hands the lock on if it is free (to
-/// this waiter when it is first), and takes up a grant handed to this waiter. `None`
-/// when the gate was closed.
+/// A poll of the first waiter, at `p`: renews its place, takes up a grant handed to
+/// it, or else hands the lock on if it is free (to this waiter, which takes it up).
+/// `None` when the gate was closed.
 pub(crate) async fn poll<B: Backend>(
     b: &B,
     p: &Place<'_>,
-) -> Result<Option<(Standing, Handed)>, sqlx::Error> {
+) -> Result<Option<Standing>, sqlx::Error> {
     let Some(mut tx) = gated(b, p.key).await? else {
         return Ok(None);
     };
@@ -177,16 +189,22 @@ pub(crate) async fn poll<B: Backend>(
     if !live {
         B::Db::execute(On::Conn(&mut *tx), &f.leave, p).await?;
         tx.commit().await?;
-        return Ok(Some((Standing::Gone, None)));
+        return Ok(Some(Standing::Gone));
     }
-    let handed = hand_on(b, &mut tx, p.key).await?;
-    let standing = standing(b, &mut tx, p, true).await?;
+    let mut standing = standing(b, &mut tx, p).await?;
+    if let Standing::Waiting { .. } = standing {
+        match hand_on(b, &mut tx, p.key, true).await? {
+            Some((to, token)) if to == p.ticket => standing = take_up(b, &mut tx, p, token).await?,
+            // Handed to a waiter ahead (this one is not first after all): it waits on.
+            _ => {}
+        }
+    }
     tx.commit().await?;
-    Ok(Some((standing, handed)))
+    Ok(Some(standing))
 }
 
-/// A waiter behind the head keeps its place: reads its standing, after renewing the
-/// place when `renew`; no gate. A grant found is left for a poll to take up.
+/// A waiter keeps its place: reads its standing, after renewing the place when
+/// `renew`, and takes up a grant handed to it; no gate.
 pub(crate) async fn stand<B: Backend>(
     b: &B,
     p: &Place<'_>,
@@ -198,12 +216,24 @@ pub(crate) async fn stand<B: Backend>(
     if renew && B::Db::execute(On::Conn(&mut *conn), &f.renew, p).await? == 0 {
         return Ok(Standing::Gone);
     }
-    standing(b, &mut conn, p, false).await
+    standing(b, &mut conn, p).await
+}
+
+/// A waiter named by a handoff's notification takes up the grant of `token` at once,
+/// without reading its standing first; no gate.
+pub(crate) async fn claim<B: Backend>(
+    b: &B,
+    p: &Place<'_>,
+    token: i64,
+) -> Result<Standing, sqlx::Error> {
+    let mut conn = b.pool().acquire().await?;
+    checked_out();
+    take_up(b, &mut conn, p, token).await
 }
 
 /// A waiter leaves the queue; a grant handed to it meanwhile is given back and handed
 /// on. `None` when the gate was closed.
-pub(crate) async fn leave<B: Backend>(b: &B, p: &Place<'_>) -> Result<Option<Handed>, sqlx::Error> {
+pub(crate) async fn leave<B: Backend>(b: &B, p: &Place<'_>) -> Result<Option<()>, sqlx::Error> {
     let Some(mut tx) = gated(b, p.key).await? else {
         return Ok(None);
     };
@@ -217,36 +247,32 @@ pub(crate) async fn leave<B: Backend>(b: &B, p: &Place<'_>) -> Result<Option<Han
         B::Db::execute(On::Conn(&mut *tx), &b.common().lease_release, &held).await?;
     }
     B::Db::execute(On::Conn(&mut *tx), &f.leave, p).await?;
-    let handed = hand_on(b, &mut tx, p.key).await?;
+    hand_on(b, &mut tx, p.key, false).await?;
     tx.commit().await?;
-    Ok(Some(handed))
+    Ok(Some(()))
 }
 
 /// A fair holder gives back one hold, and the last hands the lock on in the same
-/// transaction: whether it was still ours, and whom it went to. `None` when the gate
-/// was closed.
-pub(crate) async fn release<B: Backend>(
-    b: &B,
-    h: &Held<'_>,
-) -> Result<Option<(bool, Handed)>, sqlx::Error> {
+/// transaction: whether it was still ours. `None` when the gate was closed.
+pub(crate) async fn release<B: Backend>(b: &B, h: &Held<'_>) -> Result<Option<bool>, sqlx::Error> {
     let Some(mut tx) = gated(b, h.key).await? else {
         return Ok(None);
     };
     let released = B::Db::execute(On::Conn(&mut *tx), &b.common().lease_release, h).await? > 0;
-    let handed = hand_on(b, &mut tx, h.key).await?;
+    hand_on(b, &mut tx, h.key, false).await?;
     tx.commit().await?;
-    Ok(Some((released, handed)))
+    Ok(Some(released))
 }
 
 /// Hands `key` on to its first live waiter if the lock is free or expired (after an
 /// operator's release). `None` when the gate was closed.
-pub(crate) async fn hand_over<B: Backend>(b: &B, key: &str) -> Result<Option<Handed>, sqlx::Error> {
+pub(crate) async fn hand_over<B: Backend>(b: &B, key: &str) -> Result<Option<()>, sqlx::Error> {
     let Some(mut tx) = gated(b, key).await? else {
         return Ok(None);
     };
-    let handed = hand_on(b, &mut tx, key).await?;
+    hand_on(b, &mut tx, key, false).await?;
     tx.commit().await?;
-    Ok(Some(handed))
+    Ok(Some(()))
 }
 
 /// One batch of the queue's sweep: places that lapsed `grace_us` ago or more.

@@ -47,7 +47,7 @@ use crate::support::error::{Class, Result};
 use crate::support::validate::TableName;
 
 use backend::{Backend, RowLocks};
-use fair::{Handed, Standing};
+use fair::Standing;
 use scheduling::{schedule, unschedule};
 use statement::Mode;
 use values::{Acquire, Extend, Held, Key, Limit, Place, Renew, Schedule, Sweep};
@@ -298,43 +298,45 @@ impl Db {
         on_backend!(self, |b| b.sweep(s).await)
     }
 
-    /// The fair strategy's join (see [`fair::join`]): the waiter's ticket and standing,
-    /// and whom the lock was handed to. A closed gate is contention.
-    pub(crate) async fn fair_join(
-        &self,
-        p: &Place<'_>,
-    ) -> Result<(i64, Standing, Handed), Failure> {
+    /// The fair strategy's join (see [`fair::join`]): the waiter's ticket and
+    /// standing. A closed gate is contention.
+    pub(crate) async fn fair_join(&self, p: &Place<'_>) -> Result<(i64, Standing), Failure> {
         on_backend!(self, |b| fair::join(&**b, p).await)?
             .ok_or_else(|| Failure::row_locked(Class::Contention, p.key))
     }
 
-    /// The fair strategy's poll (see [`fair::poll`]). A closed gate is contention.
-    pub(crate) async fn fair_poll(&self, p: &Place<'_>) -> Result<(Standing, Handed), Failure> {
+    /// The first waiter's poll (see [`fair::poll`]). A closed gate is contention.
+    pub(crate) async fn fair_poll(&self, p: &Place<'_>) -> Result<Standing, Failure> {
         on_backend!(self, |b| fair::poll(&**b, p).await)?
             .ok_or_else(|| Failure::row_locked(Class::Contention, p.key))
     }
 
-    /// A waiter behind the head keeps its place (see [`fair::stand`]).
+    /// A waiter keeps its place (see [`fair::stand`]).
     pub(crate) async fn fair_stand(&self, p: &Place<'_>, renew: bool) -> Result<Standing, Failure> {
         on_backend!(self, |b| fair::stand(&**b, p, renew).await)
     }
 
+    /// A waiter named by a notification takes up its grant (see [`fair::claim`]).
+    pub(crate) async fn fair_claim(&self, p: &Place<'_>, token: i64) -> Result<Standing, Failure> {
+        on_backend!(self, |b| fair::claim(&**b, p, token).await)
+    }
+
     /// A waiter leaves the queue (see [`fair::leave`]). A closed gate is contention.
-    pub(crate) async fn fair_leave(&self, p: &Place<'_>) -> Result<Handed, Failure> {
+    pub(crate) async fn fair_leave(&self, p: &Place<'_>) -> Result<(), Failure> {
         on_backend!(self, |b| fair::leave(&**b, p).await)?
             .ok_or_else(|| Failure::row_locked(Class::Contention, p.key))
     }
 
-    /// A fair holder's release, handing the lock on (see [`fair::release`]). A closed
-    /// gate is contention.
-    pub(crate) async fn fair_release(&self, h: &Held<'_>) -> Result<(bool, Handed), Failure> {
+    /// A fair holder's release, handing the lock on (see [`fair::release`]): whether
+    /// it was still ours. A closed gate is contention.
+    pub(crate) async fn fair_release(&self, h: &Held<'_>) -> Result<bool, Failure> {
         on_backend!(self, |b| fair::release(&**b, h).await)?
             .ok_or_else(|| Failure::row_locked(Class::Contention, h.key))
     }
 
     /// Hands a free key on to its first live waiter (see [`fair::hand_over`]). A closed
     /// gate is contention.
-    pub(crate) async fn fair_hand_over(&self, k: &Key<'_>) -> Result<Handed, Failure> {
+    pub(crate) async fn fair_hand_over(&self, k: &Key<'_>) -> Result<(), Failure> {
         on_backend!(self, |b| fair::hand_over(&**b, k.0).await)?
             .ok_or_else(|| Failure::row_locked(Class::Contention, k.0))
     }

@@ -17,7 +17,7 @@ use super::runner::{ints, On, Runner};
 use super::scheduling::{SchedulerState, SchedulerStatements, Scheduling};
 use super::statement::{Mode, Statement, Target};
 use super::transaction::DbTransaction;
-use super::values::{Bound, Key, Mark, Nothing, Schedule};
+use super::values::{Bound, Key, Nothing, Schedule};
 
 /// A PostgreSQL database and one lock table in it.
 #[derive(Debug)]
@@ -29,8 +29,6 @@ pub(crate) struct Postgres {
     begin: Statement<Bound<'static>>,
     begin_nowait: Statement<Bound<'static>>,
     scheduler: SchedulerStatements,
-    /// The fair handoff's notification naming the waiter, with notifications on.
-    fair_notify: Option<Statement<Mark<'static>>>,
 }
 
 impl Postgres {
@@ -46,6 +44,8 @@ impl Postgres {
             templates.lease_release = sql!("postgres", "lease_release_notify");
             templates.insert_release = sql!("postgres", "insert_release_notify");
             templates.lease_force_release = sql!("postgres", "lease_force_release_notify");
+            // The fair handoff names the waiter it handed the lock to (`fair.rs`).
+            templates.fair[7] = sql!("postgres", "fair_mark_notify");
         }
         Self {
             base: Base::new(pool, &target, &templates),
@@ -57,9 +57,6 @@ impl Postgres {
                 schedule: target.render(sql!("postgres", "sweep_schedule")),
                 unschedule: target.render(sql!("postgres", "sweep_unschedule")),
             },
-            fair_notify: mode
-                .notify
-                .then(|| target.render(sql!("postgres", "fair_notify"))),
         }
     }
 }
@@ -89,17 +86,6 @@ impl Backend for Postgres {
             "42P01" => Class::MissingTable,
             _ => Class::Other,
         }
-    }
-
-    async fn fair_announce<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        m: &'a Mark<'a>,
-    ) -> Result<(), sqlx::Error> {
-        if let Some(s) = &self.fair_notify {
-            Pg::execute(On::Conn(conn), s, m).await?;
-        }
-        Ok(())
     }
 
     /// `None` when the key's gate or row was taken (a for-update holder, an

@@ -12,9 +12,9 @@
 //! one of them send an attempt per release, most of them bound to fail. A woken waiter
 //! that leaves without having tried passes the wake-up on to the next.
 //!
-//! The fair strategy's handoffs name the waiter they handed the lock to, by ticket, on
-//! a second channel (`<table>_granted`), which the same listener hears: only that
-//! waiter is woken, to take up its grant.
+//! The fair strategy's handoffs name the waiter they handed the lock to, by ticket and
+//! with the grant's token, on a second channel (`<table>_granted`), which the same
+//! listener hears: only that waiter is woken, and it takes up its grant at once.
 //!
 //! A notification is a hint, never a grant: the woken waiter still takes the lock with
 //! its ordinary statement, and polling goes on underneath. A notification that never
@@ -23,7 +23,7 @@
 //! so a release missed meanwhile is not waited out either.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -53,6 +53,9 @@ type Waiters = HashMap<String, Vec<(u64, Arc<Wakeup>)>>;
 struct Wakeup {
     notify: Notify,
     pending: AtomicBool,
+    /// The fair strategy: the token of the grant the handoff that woke the waiter
+    /// handed it (0 for a wake-up that names none).
+    token: AtomicI64,
 }
 
 impl Wakeup {
@@ -126,13 +129,15 @@ impl Shared {
         self.tickets.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wakes the fair waiter of `ticket`, if it is in this process.
-    fn wake_ticket(&self, ticket: &str) {
-        if let Some(w) = ticket
-            .parse()
-            .ok()
-            .and_then(|t: i64| self.tickets().get(&t).cloned())
-        {
+    /// Wakes the fair waiter a handoff named (`ticket:token`), if it is in this
+    /// process, with the token of its grant.
+    fn wake_ticket(&self, payload: &str) {
+        let (ticket, token) = payload.split_once(':').unwrap_or((payload, "0"));
+        let Ok(ticket) = ticket.parse::<i64>() else {
+            return;
+        };
+        if let Some(w) = self.tickets().get(&ticket).cloned() {
+            w.token.store(token.parse().unwrap_or(0), Ordering::SeqCst);
             w.wake();
         }
     }
@@ -240,12 +245,15 @@ pub(crate) struct TicketSubscription {
 }
 
 impl TicketSubscription {
-    /// Waits for a wake-up: returns at once if one came since the last wait.
+    /// Waits for a wake-up: returns at once if one came since the last wait, with the
+    /// token of the grant the handoff named (0 when the wake-up named none: the
+    /// listener reconnected, and the waiter should look).
     ///
     /// Cancel safe: a wake-up is kept until a wait takes it.
-    pub(crate) async fn woken(&self) {
+    pub(crate) async fn woken(&self) -> i64 {
         self.wakeup.notify.notified().await;
         self.wakeup.pending.store(false, Ordering::SeqCst);
+        self.wakeup.token.swap(0, Ordering::SeqCst)
     }
 }
 

@@ -127,7 +127,7 @@ async fn wait(
         let mut tries = 0;
         let mut standing = loop {
             match db.fair_join(&place).await {
-                Ok((ticket, standing, _)) => {
+                Ok((ticket, standing)) => {
                     place.ticket = ticket;
                     break standing;
                 }
@@ -168,36 +168,36 @@ async fn wait(
                     leave(handle, &place).await;
                     return Ok(None);
                 }
-                Standing::Called => Duration::ZERO,
                 Standing::Waiting { ahead: 0 } => backoff.next_delay(),
                 Standing::Waiting { .. } => behind,
             };
-            let mut first = matches!(standing, Standing::Called | Standing::Waiting { ahead: 0 });
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
+            let first = matches!(standing, Standing::Waiting { ahead: 0 });
+            let named = tokio::select! {
+                () = tokio::time::sleep(delay) => None,
                 // Named by a handoff: a grant waits to be taken up.
-                () = woken(&wake) => first = true,
+                token = woken(&wake) => Some(token),
                 () = tx.closed() => {
                     leave(handle, &place).await;
                     return Ok(None);
                 }
-            }
+            };
             sent = Instant::now();
             // Behind the head, the place is renewed only when it would otherwise go
             // unrenewed for longer than a third of its TTL before the next look.
-            let due = sent + behind >= renewed + renew;
-            let step = if first {
-                match db.fair_poll(&place).await {
-                    Ok((standing, _)) => Ok(standing),
+            let due = first || sent + behind >= renewed + renew;
+            let step = match named {
+                // The grant's token came with the notification: taken up at once.
+                Some(token) if token > 0 => db.fair_claim(&place, token).await,
+                Some(_) => db.fair_stand(&place, due).await,
+                None if first => match db.fair_poll(&place).await {
                     // The gate is taken (another acquisition of the key, a for-update
                     // holder): the place is kept all the same.
                     Err(f) if f.class == Class::Contention => db.fair_stand(&place, true).await,
-                    Err(f) => Err(f),
-                }
-            } else {
-                db.fair_stand(&place, due).await
+                    polled => polled,
+                },
+                None => db.fair_stand(&place, due).await,
             };
-            if first || due {
+            if due && !matches!(named, Some(t) if t > 0) {
                 renewed = sent;
             }
             standing = match step {
@@ -233,8 +233,9 @@ fn subscribe(handle: &Handle, ticket: i64) -> Wake {
     }
 }
 
-/// Returns when the waiter was named by a handoff; never without notifications.
-async fn woken(wake: &Wake) {
+/// Returns when the waiter was named by a handoff, with the token of the grant it
+/// named (0: look); never without notifications.
+async fn woken(wake: &Wake) -> i64 {
     match wake {
         #[cfg(feature = "postgres")]
         Some(w) => w.woken().await,
@@ -282,7 +283,7 @@ pub(crate) async fn release(handle: &Handle, id: &LockId) -> Result<bool> {
     let held = id.held(&handle.owner_text);
     let db = &handle.db;
     match retry_failure(|| db.fair_release(&held)).await {
-        Ok((released, _)) => Ok(released),
+        Ok(released) => Ok(released),
         Err(f) if f.class == Class::Contention => super::lease::release_row(handle, id).await,
         Err(f) => Err(f.error),
     }
