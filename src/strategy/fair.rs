@@ -26,7 +26,7 @@ use crate::support::strategy_kind::Strategy;
 
 use super::attempt::try_once;
 use super::grant::{Ask, Granted, LockId};
-use super::handle::Handle;
+use super::handle::{Handle, InFlight};
 
 /// How often a waiter behind the first reads its standing, at most (and at least three
 /// times per TTL): one statement a second, and one more to renew its place three times
@@ -45,7 +45,9 @@ type Outcome = Result<Option<(Grant, Instant)>>;
 /// or until `deadline` ([`Error::Timeout`]). With `once`, a single try: `None` when
 /// the lock is held or waiters are queued (no jumping the queue).
 ///
-/// A key this handle holds already is re-entered, without queueing.
+/// A key this handle holds already is re-entered, without queueing. A wait of this
+/// handle on the key that was given up and is still leaving the queue is waited for
+/// first.
 pub(crate) async fn acquire(
     handle: &Arc<Handle>,
     ask: &Ask,
@@ -53,17 +55,6 @@ pub(crate) async fn acquire(
     once: bool,
 ) -> Result<Option<(Granted, Instant)>> {
     let started = Instant::now();
-    if handle.held_with(&ask.key) == Some(Strategy::Fair) {
-        if let Some((Granted::Lease(g), sent)) = try_once(handle, ask).await? {
-            // A re-entry counts one more hold on the handle's own grant.
-            if g.hold_count > 1 {
-                return Ok(Some((Granted::Lease(g), sent)));
-            }
-            // The hold lapsed meanwhile and the key was taken afresh: that would jump
-            // the queue, so it is handed on and the queue joined.
-            give_back(handle, &ask.key, g.token).await;
-        }
-    }
     let (tx, rx) = oneshot::channel();
     tokio::spawn(queue(handle.clone(), ask.clone(), once, tx));
     let mut landing = Landing {
@@ -95,10 +86,51 @@ pub(crate) async fn acquire(
 }
 
 /// The waiting task: waits, and gives back a grant the caller no longer waits for.
+/// It counts as an attempt of the handle on the key until it has left the queue.
 async fn queue(handle: Arc<Handle>, ask: Ask, once: bool, mut tx: oneshot::Sender<Outcome>) {
-    let outcome = wait(&handle, &ask, once, &mut tx).await;
+    let (outcome, in_flight) = run(&handle, &ask, once, &mut tx).await;
     if let Err(Ok(Some((grant, _)))) = tx.send(outcome) {
         give_back(&handle, &ask.key, grant.token).await;
+    }
+    drop(in_flight);
+}
+
+/// Waits for the handle's earlier attempts on the key to settle (a wait whose caller
+/// stopped waiting may still be leaving the queue, and would be served first), then
+/// re-enters a hold of the handle's own, or joins the queue and waits.
+async fn run(
+    handle: &Arc<Handle>,
+    ask: &Ask,
+    once: bool,
+    tx: &mut oneshot::Sender<Outcome>,
+) -> (Outcome, Option<InFlight>) {
+    tokio::select! {
+        _ = handle.attempts_settled(&ask.key) => {}
+        () = tx.closed() => return (Ok(None), None),
+    }
+    match reenter(handle, ask).await {
+        Ok(None) => {}
+        other => return (other, None),
+    }
+    let in_flight = handle.attempt_started(&ask.key);
+    (wait(handle, ask, once, tx).await, Some(in_flight))
+}
+
+/// A re-entry of a key this handle holds fair: one more hold on its own grant, without
+/// queueing.
+async fn reenter(handle: &Arc<Handle>, ask: &Ask) -> Outcome {
+    if handle.held_with(&ask.key) != Some(Strategy::Fair) {
+        return Ok(None);
+    }
+    match try_once(handle, ask).await? {
+        Some((Granted::Lease(g), sent)) if g.hold_count > 1 => Ok(Some((g, sent))),
+        // The hold lapsed meanwhile and the key was taken afresh: that would jump the
+        // queue, so it is handed on and the queue joined.
+        Some((Granted::Lease(g), _)) => {
+            give_back(handle, &ask.key, g.token).await;
+            Ok(None)
+        }
+        _ => Ok(None),
     }
 }
 
