@@ -6,9 +6,10 @@
 //! A wait runs in a task of its own, so that no step is ever cut half way: if the
 //! caller stops waiting (its future dropped, its deadline met), the task leaves the
 //! queue after its current step, and a grant it took meanwhile is given back and
-//! handed on. Only the first waiter polls at the handle's poll interval; the waiters
-//! behind it renew their place about once a second, and a poll hands the lock to the
-//! first live waiter whenever it finds the lock free.
+//! handed on. Only the first waiter polls for the lock at the handle's poll interval
+//! (and the one right behind it reads its standing as often, to take up a grant handed
+//! to it without delay); the waiters behind them look about once a second, and a poll
+//! hands the lock to the first live waiter whenever it finds the lock free.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -180,6 +181,8 @@ async fn wait(
         // When the place was last renewed (as of the statement's sending).
         let mut renewed = sent;
         let mut backoff = Backoff::new(settings.poll_min, settings.poll_max.min(renew));
+        // When a waiter behind the first last looked, and how many were ahead then.
+        let mut last_look: Option<(Instant, i64)> = None;
         loop {
             if tx.is_closed() {
                 settle(handle, &place, standing).await;
@@ -200,8 +203,33 @@ async fn wait(
                     leave(handle, &place).await;
                     return Ok(None);
                 }
-                Standing::Waiting { ahead: 0 } => backoff.next_delay(),
-                Standing::Waiting { .. } => behind,
+                // The first waiter, and the one right behind it (which the lock goes
+                // to next, as soon as the first has taken it up), look at the poll
+                // interval; the others about once a second.
+                Standing::Waiting { ahead: 0 | 1 } => backoff.next_delay(),
+                // About once a second, or sooner when the queue moves fast enough to
+                // reach this waiter before then: by the pace it moved since the last
+                // look, when the waiter before it would be first.
+                Standing::Waiting { ahead } => {
+                    let now = Instant::now();
+                    // The first look after joining comes at the poll interval, so
+                    // that the second knows the queue's pace.
+                    let mut d = if last_look.is_none() {
+                        behind.min(settings.poll_max)
+                    } else {
+                        behind
+                    };
+                    if let Some((at, before)) = last_look {
+                        let moved = u32::try_from(before - ahead).unwrap_or(0);
+                        if moved > 0 {
+                            let per_place = now.saturating_duration_since(at) / moved;
+                            let places = u32::try_from(ahead - 1).unwrap_or(u32::MAX);
+                            d = d.min(per_place.saturating_mul(places));
+                        }
+                    }
+                    last_look = Some((now, ahead));
+                    d.max(settings.poll_min)
+                }
             };
             let first = matches!(standing, Standing::Waiting { ahead: 0 });
             let named = tokio::select! {
