@@ -1,6 +1,6 @@
 //! Dropping acquisition futures at any point leaves no lock held and no connection
-//! taken; deadlines bound waits. For the lease and the insert strategy (the for-update
-//! strategy's own cancel test is in for_update.rs).
+//! taken; deadlines bound waits. For the lease, the insert and the fair strategy (the
+//! for-update strategy's own cancel test is in for_update.rs).
 #![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 mod common;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use sqlock::Strategy;
 
 /// The strategies whose acquisition these tests cut off.
-const STRATEGIES: [Strategy; 2] = [Strategy::Lease, Strategy::Insert];
+const STRATEGIES: [Strategy; 3] = [Strategy::Lease, Strategy::Insert, Strategy::Fair];
 
 /// Waits, up to a bound, until `f` holds; the background releases take a moment.
 async fn eventually<F, Fut>(mut f: F) -> anyhow::Result<bool>
@@ -65,6 +65,25 @@ async fn acquire_cut_off_by_timeouts_leaks_nothing() -> anyhow::Result<()> {
         assert!(
             clean,
             "{} {strategy}: a lock stayed held after its acquire was cut off",
+            b.dialect
+        );
+        // A fair waiter cut off leaves the queue too.
+        let queue = match b.dialect {
+            sqlock::Dialect::MySql => format!("`{}_queue`", b.table),
+            _ => format!("\"{}_queue\"", b.table),
+        };
+        let left = eventually(|| {
+            let (b, pool, queue) = (&b, &pool, &queue);
+            async move {
+                Ok(b.scalar(pool, &format!("SELECT COUNT(*) FROM {queue}"))
+                    .await?
+                    == 0)
+            }
+        })
+        .await?;
+        assert!(
+            left,
+            "{} {strategy}: a cut-off waiter stayed queued",
             b.dialect
         );
         let idle = eventually(|| {

@@ -160,9 +160,9 @@ pub enum Command {
 
     /// List the locks held now
     ///
-    /// Each with its key, strategy, owner, fencing token, when it was taken and how
-    /// long until it expires (database time). For-update locks are not listed: they
-    /// live in their holder's transaction.
+    /// Each with its key, strategy, owner, fencing token, when it was taken, how long
+    /// until it expires (database time) and how many fair waiters are queued for it.
+    /// For-update locks are not listed: they live in their holder's transaction.
     #[command(verbatim_doc_comment)]
     List {
         /// Print a JSON array of objects instead of a table.
@@ -294,10 +294,15 @@ pub enum Command {
 /// `sqlock run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// How the lock is held: lease, insert or for-update (PostgreSQL and MariaDB). A key
-    /// is held by one strategy at a time: a key another strategy holds is busy.
+    /// How the lock is held: lease, insert, for-update (PostgreSQL and MariaDB) or fair.
+    /// A key is held by one strategy at a time: a key another strategy holds is busy.
     #[arg(long, value_name = "STRATEGY", default_value = "lease", value_parser = parse_strategy)]
     pub strategy: Strategy,
+
+    /// Take a turn in the key's queue (the fair strategy, as `--strategy fair`): waiters
+    /// get the lock in order of arrival, each release handing it to the next.
+    #[arg(long, conflicts_with = "strategy")]
+    pub fair: bool,
 
     /// The lease's TTL; the lease is renewed every third of it while the command runs.
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_ttl,
@@ -389,6 +394,17 @@ fn parse_identity(id: &str) -> Result<String, String> {
         return Err("the identity contains a NUL character".into());
     }
     Ok(id.to_owned())
+}
+
+impl RunArgs {
+    /// The strategy the lock is taken with: `--fair` or `--strategy`.
+    pub fn strategy(&self) -> Strategy {
+        if self.fair {
+            Strategy::Fair
+        } else {
+            self.strategy
+        }
+    }
 }
 
 fn parse_table(name: &str) -> Result<TableName, sqlock::Error> {

@@ -349,12 +349,15 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             | Command::Sweep { every: Some(_), .. }
     );
     let pool = connect::connect(&url, pooling, creates).await?;
+    // On PostgreSQL, where notifications can work: a resignation wakes the other
+    // candidates at once rather than at their next poll, and a fair waiter is woken by
+    // the notification naming it (a transaction-pooling proxy cannot deliver them).
+    let fair = matches!(&cli.command, Command::Run(r) if r.strategy() == sqlock::Strategy::Fair);
+    let elect = matches!(cli.command, Command::Elect(_));
     let mut builder = Locker::builder(pool.clone())
         .table(cli.table.as_str())
         .transaction_pooling(pooling);
-    if matches!(cli.command, Command::Elect(_)) && pool.dialect() == Dialect::Postgres && !pooling {
-        // A resignation wakes the other candidates at once rather than at their next
-        // poll (and a transaction-pooling proxy cannot deliver notifications).
+    if (fair || elect) && pool.dialect() == Dialect::Postgres && !pooling {
         builder = builder.notify_waiters(true);
     }
     let mut locker = builder.clone().build()?;

@@ -77,6 +77,7 @@ fn to_json(l: &LockInfo) -> serde_json::Value {
         "held_since": l.acquired_at.to_rfc3339(),
         "expires_at": l.expires_at.to_rfc3339(),
         "expires_in_ms": u64::try_from(l.expires_in.as_millis()).unwrap_or(u64::MAX),
+        "waiters": l.waiters,
     })
 }
 
@@ -88,8 +89,9 @@ fn print_table(locks: &[LockInfo]) {
         "TOKEN",
         "HELD SINCE (UTC)",
         "EXPIRES IN",
+        "WAITERS",
     ];
-    let rows: Vec<[String; 6]> = locks
+    let rows: Vec<[String; 7]> = locks
         .iter()
         .map(|l| {
             [
@@ -99,6 +101,7 @@ fn print_table(locks: &[LockInfo]) {
                 l.fencing_token.to_string(),
                 l.acquired_at.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
                 format!("{:.1}s", l.expires_in.as_secs_f64()),
+                l.waiters.to_string(),
             ]
         })
         .collect();
@@ -108,16 +111,16 @@ fn print_table(locks: &[LockInfo]) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |cells: [&str; 6]| {
+    let line = |cells: [&str; 7]| {
         let mut out = String::new();
         for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
             // Numbers are right-aligned, text left; the last column is not padded.
             let padded = match i {
-                3 | 5 => format!("{cell:>w$}"),
+                3 | 5 | 6 => format!("{cell:>w$}"),
                 _ => format!("{cell:<w$}"),
             };
             out.push_str(&padded);
-            out.push_str(if i == 5 { "" } else { "  " });
+            out.push_str(if i == 6 { "" } else { "  " });
         }
         println!("{}", out.trim_end());
     };

@@ -32,10 +32,10 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 /// for-update lock on SQLite too, but as an unsupported server; here it is the user's
 /// choice of flag.
 pub(crate) fn check(args: &RunArgs, dialect: Dialect) -> Result<(), Failure> {
-    if args.strategy == Strategy::ForUpdate && dialect == Dialect::Sqlite {
+    if args.strategy() == Strategy::ForUpdate && dialect == Dialect::Sqlite {
         return Err(Failure::Usage(
             "the for-update strategy needs row locks, which SQLite does not have: use \
-             --strategy lease or insert"
+             --strategy lease, insert or fair"
                 .into(),
         ));
     }
@@ -151,7 +151,10 @@ pub(crate) async fn supervise(
 
 /// Takes the lock as `--wait` and `--no-wait` say.
 async fn acquire(locker: &Locker, args: &RunArgs) -> Result<LockGuard, Failure> {
-    let request = locker.lock(&args.key).ttl(args.ttl).strategy(args.strategy);
+    let request = locker
+        .lock(&args.key)
+        .ttl(args.ttl)
+        .strategy(args.strategy());
     let busy = || Failure::NotAcquired(format!("lock {:?} is held elsewhere", args.key));
     match args.wait {
         // A deadline shorter than a round trip would always time out (see

@@ -36,6 +36,8 @@ pub struct LockInfo {
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// How long until it expires, measured on the database clock.
     pub expires_in: Duration,
+    /// How many live waiters of the fair strategy are queued for it.
+    pub waiters: u64,
 }
 
 impl From<Listed> for LockInfo {
@@ -52,6 +54,7 @@ impl From<Listed> for LockInfo {
             expires_in: Duration::from_micros(
                 u64::try_from(l.expires_us.saturating_sub(l.now_us)).unwrap_or(0),
             ),
+            waiters: u64::try_from(l.waiters).unwrap_or(0),
         }
     }
 }
@@ -96,7 +99,17 @@ impl Locker {
         validate::key(key)?;
         let k = Key(key);
         match retry_failure(|| self.shared.db.force_release(&k)).await {
-            Ok(released) => Ok(released),
+            Ok(released) => {
+                // A fair lock's waiters get it next, in their order.
+                if let Err(f) = retry_failure(|| self.shared.db.fair_hand_over(&k)).await {
+                    if f.class != Class::MissingTable {
+                        tracing::warn!(key = %key, error = %f.error,
+                            "could not hand the released lock on to its first waiter; \
+                             that waiter's next poll takes it");
+                    }
+                }
+                Ok(released)
+            }
             Err(f) if f.class == Class::Contention => Err(Error::RowLocked {
                 key: key.to_owned(),
             }),

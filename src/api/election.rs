@@ -10,6 +10,7 @@
 //! leader. Observers (`observe.rs`) read the lease and that record together.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -294,7 +295,19 @@ impl Election {
     }
 
     /// Campaigns until `deadline`, or forever.
-    async fn campaign_until(&self, deadline: Option<Instant>) -> Result<Leadership> {
+    ///
+    /// Boxed, its type erased: a caller's future (a campaign spawned onto a runtime,
+    /// say) would otherwise nest the whole campaign in its own type, deep enough for
+    /// the compiler's layout checks to reach their recursion limit in users' crates.
+    fn campaign_until(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Pin<Box<dyn Future<Output = Result<Leadership>> + Send + '_>> {
+        Box::pin(self.campaign_until_unboxed(deadline))
+    }
+
+    /// [`campaign_until`](Self::campaign_until), unboxed.
+    async fn campaign_until_unboxed(&self, deadline: Option<Instant>) -> Result<Leadership> {
         let (key, identity) = self.checked()?;
         loop {
             let request = self.request(&key);

@@ -1,6 +1,8 @@
 //! Lock requests: [`LockRequest`], made by [`Locker::lock`](crate::Locker::lock), with
 //! the wait loop that polls (or is woken) until a lock is granted or a deadline passes.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::strategy::attempt::{attempt, try_once};
+use crate::strategy::fair;
 use crate::strategy::{check_strategy, handle::Handle, lease::Renewal, wait_in_database};
 use crate::strategy::{Ask, Granted, Hold};
 use crate::support::backoff::Backoff;
@@ -115,7 +118,7 @@ impl<'a> LockRequest<'a> {
     /// # Errors
     ///
     /// The acquisition answers [`Error::AtLeastUnsupported`] for the for-update
-    /// strategy and [`Error::TtlTooLong`] for a hold longer than
+    /// and fair strategies and [`Error::TtlTooLong`] for a hold longer than
     /// [`MAX_TTL`](crate::MAX_TTL), before any SQL is sent.
     ///
     /// # Examples
@@ -257,7 +260,12 @@ impl<'a> LockRequest<'a> {
         let span = self.span(&ask);
         let granted = async {
             let started = Instant::now();
-            match try_once(self.shared, &ask).await? {
+            let granted = if ask.strategy == Strategy::Fair {
+                fair::acquire(self.shared, &ask, None, true).await?
+            } else {
+                try_once(self.shared, &ask).await?
+            };
+            match granted {
                 Some((granted, sent)) => Ok(Some(self.guard(&ask, granted, sent, started, None))),
                 None => {
                     self.busy(&ask);
@@ -359,7 +367,13 @@ impl<'a> LockRequest<'a> {
     async fn wait(self, deadline: Option<Instant>) -> Result<LockGuard> {
         let ask = self.ask()?;
         let span = self.span(&ask);
-        let granted = self.wait_for(&ask, deadline).instrument(span.clone()).await;
+        // Boxed, its type erased: the callers' futures (an election's campaign spawned
+        // onto a runtime, say) would otherwise nest the whole wait in their own types,
+        // deep enough for the compiler's layout and `Send` checks to reach their
+        // recursion limit in users' crates. One allocation per wait.
+        let waiting: Pin<Box<dyn Future<Output = Result<LockGuard>> + Send + '_>> =
+            Box::pin(self.wait_for(&ask, deadline).instrument(span.clone()));
+        let granted = waiting.await;
         if let Ok(guard) = &granted {
             span.record("token", guard.fencing_token());
         }
@@ -369,6 +383,21 @@ impl<'a> LockRequest<'a> {
     /// The wait loop of [`wait`](Self::wait), in its span.
     async fn wait_for(&self, ask: &Ask, deadline: Option<Instant>) -> Result<LockGuard> {
         let started = Instant::now();
+        if ask.strategy == Strategy::Fair {
+            // A fair wait is the queue's (strategy/fair.rs): a grant or an error.
+            let granted = match fair::acquire(self.shared, ask, deadline, false).await {
+                Err(e @ Error::Timeout { .. }) => {
+                    self.shared.meter.timed_out(ask.strategy, &ask.key);
+                    return Err(e);
+                }
+                other => other?,
+            };
+            let (granted, sent) = granted.ok_or_else(|| Error::Timeout {
+                key: ask.key.clone(),
+                waited: started.elapsed(),
+            })?;
+            return Ok(self.guard(ask, granted, sent, started, None));
+        }
         let timed_out = || {
             self.shared.meter.timed_out(ask.strategy, &ask.key);
             tracing::debug!(waited = ?started.elapsed(), "lock request timed out");
@@ -487,7 +516,9 @@ impl<'a> LockRequest<'a> {
         let ttl = self.ttl.unwrap_or(shared.settings.ttl);
         validate::ttl(ttl)?;
         if let Some(hold) = self.at_least {
-            if strategy == Strategy::ForUpdate {
+            // A for-update lock ends with its transaction; a fair lock is handed to the
+            // next waiter at its release.
+            if matches!(strategy, Strategy::ForUpdate | Strategy::Fair) {
                 return Err(Error::AtLeastUnsupported {
                     strategy: strategy.name(),
                 });

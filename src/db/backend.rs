@@ -19,7 +19,7 @@ use super::runner::{elected, grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{
-    Acquire, Bound, Claim, Extend, Held, Key, Limit, Release, Renew, RowGrant, Sweep,
+    Acquire, Bound, Claim, Extend, Held, Key, Limit, Mark, Place, Release, Renew, RowGrant, Sweep,
 };
 
 /// The statements every server has, rendered for one table.
@@ -40,6 +40,23 @@ pub(crate) struct Common {
     /// An election's claim of a term, and the read of its leader.
     pub(crate) elect_claim: Statement<Claim<'static>>,
     pub(crate) elect_leader: Statement<Key<'static>>,
+    pub(crate) fair: Fair,
+}
+
+/// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
+/// queue, which `fair.rs` runs in transactions of its own.
+#[derive(Debug, Clone)]
+pub(crate) struct Fair {
+    pub(crate) gate: Statement<Key<'static>>,
+    pub(crate) enqueue: Statement<Place<'static>>,
+    pub(crate) renew: Statement<Place<'static>>,
+    pub(crate) status: Statement<Place<'static>>,
+    pub(crate) head: Statement<Key<'static>>,
+    pub(crate) ensure: Statement<Key<'static>>,
+    pub(crate) take: Statement<Place<'static>>,
+    pub(crate) mark: Statement<Mark<'static>>,
+    pub(crate) leave: Statement<Place<'static>>,
+    pub(crate) sweep: Statement<Sweep<'static>>,
 }
 
 /// The templates of [`Common`], as a server's folder in `sql/` has them.
@@ -59,6 +76,9 @@ pub(crate) struct CommonTemplates {
     pub(crate) fence: &'static str,
     pub(crate) elect_claim: &'static str,
     pub(crate) elect_leader: &'static str,
+    /// `fair_gate`, `_enqueue`, `_renew`, `_status`, `_head`, `_ensure`, `_take`,
+    /// `_mark`, `_leave`, `_sweep`, in that order.
+    pub(crate) fair: [&'static str; 10],
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -88,6 +108,18 @@ macro_rules! common_templates {
             fence: sql!($dir, "fence"),
             elect_claim: sql!($dir, "elect_claim"),
             elect_leader: sql!($dir, "elect_leader"),
+            fair: [
+                sql!($dir, "fair_gate"),
+                sql!($dir, "fair_enqueue"),
+                sql!($dir, "fair_renew"),
+                sql!($dir, "fair_status"),
+                sql!($dir, "fair_head"),
+                sql!($dir, "fair_ensure"),
+                sql!($dir, "fair_take"),
+                sql!($dir, "fair_mark"),
+                sql!($dir, "fair_leave"),
+                sql!($dir, "fair_sweep"),
+            ],
         }
     }};
 }
@@ -110,6 +142,18 @@ impl Common {
             fence: target.render(t.fence),
             elect_claim: target.render(t.elect_claim),
             elect_leader: target.render(t.elect_leader),
+            fair: Fair {
+                gate: target.render(t.fair[0]),
+                enqueue: target.render(t.fair[1]),
+                renew: target.render(t.fair[2]),
+                status: target.render(t.fair[3]),
+                head: target.render(t.fair[4]),
+                ensure: target.render(t.fair[5]),
+                take: target.render(t.fair[6]),
+                mark: target.render(t.fair[7]),
+                leave: target.render(t.fair[8]),
+                sweep: target.render(t.fair[9]),
+            },
         }
     }
 }

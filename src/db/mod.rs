@@ -15,6 +15,7 @@
 
 pub(crate) mod backend;
 mod dialect;
+pub(crate) mod fair;
 pub(crate) mod fence;
 #[cfg(feature = "mysql")]
 mod mysql;
@@ -46,9 +47,10 @@ use crate::support::error::{Class, Result};
 use crate::support::validate::TableName;
 
 use backend::{Backend, RowLocks};
+use fair::Standing;
 use scheduling::{schedule, unschedule};
 use statement::Mode;
-use values::{Acquire, Claim, Extend, Held, Key, Limit, Release, Renew, Schedule, Sweep};
+use values::{Acquire, Claim, Extend, Held, Key, Limit, Place, Release, Renew, Schedule, Sweep};
 
 /// Runs `$body` with `$x` bound to the value inside whichever server's variant of the
 /// enum `$ty` `$value` is; the variants are named with the feature that brings each.
@@ -334,6 +336,54 @@ impl Db {
     /// One batch of the sweep; rows another transaction holds are passed over.
     pub(crate) async fn sweep(&self, s: &Sweep<'_>) -> Result<u64, Failure> {
         on_backend!(self, |b| b.sweep(s).await)
+    }
+
+    /// The fair strategy's join (see [`fair::join`]): the waiter's ticket and
+    /// standing. A closed gate is contention.
+    pub(crate) async fn fair_join(&self, p: &Place<'_>) -> Result<(i64, Standing), Failure> {
+        on_backend!(self, |b| fair::join(&**b, p).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, p.key))
+    }
+
+    /// The first waiter's poll (see [`fair::poll`]). A closed gate is contention.
+    pub(crate) async fn fair_poll(&self, p: &Place<'_>) -> Result<Standing, Failure> {
+        on_backend!(self, |b| fair::poll(&**b, p).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, p.key))
+    }
+
+    /// A waiter keeps its place (see [`fair::stand`]).
+    pub(crate) async fn fair_stand(&self, p: &Place<'_>, renew: bool) -> Result<Standing, Failure> {
+        on_backend!(self, |b| fair::stand(&**b, p, renew).await)
+    }
+
+    /// A waiter named by a notification takes up its grant (see [`fair::claim`]).
+    pub(crate) async fn fair_claim(&self, p: &Place<'_>, token: i64) -> Result<Standing, Failure> {
+        on_backend!(self, |b| fair::claim(&**b, p, token).await)
+    }
+
+    /// A waiter leaves the queue (see [`fair::leave`]). A closed gate is contention.
+    pub(crate) async fn fair_leave(&self, p: &Place<'_>) -> Result<(), Failure> {
+        on_backend!(self, |b| fair::leave(&**b, p).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, p.key))
+    }
+
+    /// A fair holder's release, handing the lock on (see [`fair::release`]): whether
+    /// it was still ours. A closed gate is contention.
+    pub(crate) async fn fair_release(&self, h: &Held<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| fair::release(&**b, h).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, h.key))
+    }
+
+    /// Hands a free key on to its first live waiter (see [`fair::hand_over`]). A closed
+    /// gate is contention.
+    pub(crate) async fn fair_hand_over(&self, k: &Key<'_>) -> Result<(), Failure> {
+        on_backend!(self, |b| fair::hand_over(&**b, k.0).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, k.0))
+    }
+
+    /// One batch of the fair queue's sweep.
+    pub(crate) async fn fair_sweep(&self, s: &Sweep<'_>) -> Result<u64, Failure> {
+        on_backend!(self, |b| fair::sweep(&**b, s).await)
     }
 
     /// Runs `work` on the backend, when its server has row locks: `None` on SQLite.

@@ -14,6 +14,8 @@ pub(crate) struct Listed {
     pub(crate) acquired_us: i64,
     pub(crate) expires_us: i64,
     pub(crate) now_us: i64,
+    /// The live waiters of the fair strategy queued for the key.
+    pub(crate) waiters: i64,
 }
 
 /// The leader of an election as `elect_leader.sql` reports it: the live lease on the

@@ -48,6 +48,8 @@ impl Postgres {
             templates.lease_force_release = sql!("postgres", "lease_force_release_notify");
             // And so does an election's claim of a new term, for its observers.
             templates.elect_claim = sql!("postgres", "elect_claim_notify");
+            // The fair handoff names the waiter it handed the lock to (`fair.rs`).
+            templates.fair[7] = sql!("postgres", "fair_mark_notify");
         }
         Self {
             base: Base::new(pool, &target, &templates),

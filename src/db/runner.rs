@@ -128,6 +128,7 @@ pub(crate) async fn listed<'a, DB: Runner, V: Values>(
                 acquired_us: DB::int(r, 5)?,
                 expires_us: DB::int(r, 6)?,
                 now_us: DB::int(r, 7)?,
+                waiters: DB::int(r, 8)?,
             })
         })
         .collect()

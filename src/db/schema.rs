@@ -87,6 +87,21 @@ macro_rules! create_leaders {
     };
 }
 
+/// The migration that creates the queue of the fair strategy's waiters.
+macro_rules! create_queue {
+    ($dir:literal) => {
+        File {
+            version: 20261126000001,
+            description: "create sqlock queue",
+            sql: include_str!(concat!(
+                "../../migrations/",
+                $dir,
+                "/20261126000001_create_sqlock_queue.sql"
+            )),
+        }
+    };
+}
+
 fn files(dialect: Dialect) -> &'static [File] {
     match dialect {
         Dialect::Postgres => &[
@@ -94,14 +109,20 @@ fn files(dialect: Dialect) -> &'static [File] {
             create_sweep!("postgres"),
             add_presence!("postgres"),
             create_leaders!("postgres"),
+            create_queue!("postgres"),
         ],
         Dialect::MySql => &[
             create_table!("mysql"),
             create_sweep!("mysql"),
             add_presence!("mysql"),
             create_leaders!("mysql"),
+            create_queue!("mysql"),
         ],
-        Dialect::Sqlite => &[create_table!("sqlite"), create_leaders!("sqlite")],
+        Dialect::Sqlite => &[
+            create_table!("sqlite"),
+            create_leaders!("sqlite"),
+            create_queue!("sqlite"),
+        ],
     }
 }
 
@@ -195,9 +216,17 @@ mod tests {
             let ddl = schema(dialect, &TableName::new("other").unwrap());
             assert!(!ddl.contains("sqlock_locks"), "{dialect}");
             assert!(ddl.contains("other_expires_at_idx"), "{dialect}");
+            assert!(ddl.contains("other_queue_key_idx"), "{dialect}");
         }
-        assert!(schema(Dialect::Sqlite, &TableName::default())
-            .starts_with(files(Dialect::Sqlite)[0].sql));
+        assert_eq!(
+            schema(Dialect::Sqlite, &TableName::default()),
+            format!(
+                "{}\n{}\n{}",
+                files(Dialect::Sqlite)[0].sql,
+                files(Dialect::Sqlite)[1].sql,
+                files(Dialect::Sqlite)[2].sql
+            )
+        );
         assert!(schema(Dialect::Postgres, &TableName::new("other").unwrap())
             .contains(r#"CREATE TABLE IF NOT EXISTS "other_leaders""#));
     }

@@ -40,11 +40,12 @@ pub(crate) enum Param {
     Gone,
     Identity,
     AtLeastUs,
+    Ticket,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 17] = [
+    const NAMES: [(Self, &'static str); 18] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -62,13 +63,14 @@ impl Param {
         (Self::Gone, "gone"),
         (Self::Identity, "identity"),
         (Self::AtLeastUs, "at_least_us"),
+        (Self::Ticket, "ticket"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 17] = {
-        let mut all = [Self::Key; 17];
+    pub(crate) const ALL: [Self; 18] = {
+        let mut all = [Self::Key; 18];
         let mut i = 0;
-        while i < 17 {
+        while i < 18 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }
@@ -180,6 +182,7 @@ impl<V: Values> Statement<V> {
     pub(crate) fn render(template: &str, table: &TableName, style: Placeholders) -> Self {
         let template = template
             .replace("{channel}", &table.release_channel())
+            .replace("{grant_channel}", &table.grant_channel())
             .replace("{table}", table.as_str());
         let mut text = String::with_capacity(template.len());
         let mut params: Vec<Param> = Vec::new();

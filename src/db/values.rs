@@ -129,6 +129,31 @@ impl Values for Release<'_> {
     }
 }
 
+/// A waiter's place in the fair strategy's queue: its key, owner and ticket (0 before
+/// it has one), and the TTL its place lasts for unless renewed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) ticket: i64,
+    pub(crate) ttl_us: i64,
+}
+
+impl Values for Place<'_> {
+    type With<'a> = Place<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Ticket, Param::TtlUs];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Owner => Value::Text(self.owner),
+            Param::Ticket => Value::Int(self.ticket),
+            Param::TtlUs => Value::Int(self.ttl_us),
+            _ => Value::Text(self.key),
+        }
+    }
+}
+
 /// An election's claim: `identity` recorded as the leader of the grant's term.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Claim<'a> {
@@ -145,6 +170,28 @@ impl Values for Claim<'_> {
         match param {
             Param::Identity => Value::Text(self.identity),
             other => self.held.value(other),
+        }
+    }
+}
+
+/// A grant handed to the waiter of `ticket` on `key`, with its fencing token.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mark<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) ticket: i64,
+    pub(crate) token: i64,
+}
+
+impl Values for Mark<'_> {
+    type With<'a> = Mark<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Ticket, Param::Token];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Ticket => Value::Int(self.ticket),
+            Param::Token => Value::Int(self.token),
+            _ => Value::Text(self.key),
         }
     }
 }

@@ -16,6 +16,10 @@
 //! as watchers instead: every announcement of their key (a release, or a new term's
 //! claim) wakes all of them, since each only reads.
 //!
+//! The fair strategy's handoffs name the waiter they handed the lock to, by ticket and
+//! with the grant's token, on a second channel (`<table>_granted`), which the same
+//! listener hears: only that waiter is woken, and it takes up its grant at once.
+//!
 //! A notification is a hint, never a grant: the woken waiter still takes the lock with
 //! its ordinary statement, and polling goes on underneath. A notification that never
 //! comes (the listener down, reconnecting, or not yet listening) only costs the wait
@@ -23,7 +27,7 @@
 //! so a release missed meanwhile is not waited out either.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -53,6 +57,9 @@ type Waiters = HashMap<String, Vec<(u64, Arc<Wakeup>)>>;
 struct Wakeup {
     notify: Notify,
     pending: AtomicBool,
+    /// The fair strategy: the token of the grant the handoff that woke the waiter
+    /// handed it (0 for a wake-up that names none).
+    token: AtomicI64,
 }
 
 impl Wakeup {
@@ -65,6 +72,10 @@ impl Wakeup {
 #[derive(Debug)]
 struct Shared {
     channel: String,
+    /// The fair strategy's channel, on which handoffs name the waiter's ticket.
+    grant_channel: String,
+    /// The fair waiters, by ticket.
+    tickets: Mutex<HashMap<i64, Arc<Wakeup>>>,
     /// The application's pool, whose connect options the listener copies.
     pool: PgPool,
     next_id: AtomicU64,
@@ -138,25 +149,62 @@ impl Shared {
                 w.wake();
             }
         }
+        for w in self.tickets().values() {
+            w.wake();
+        }
+    }
+
+    fn tickets(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Arc<Wakeup>>> {
+        self.tickets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes the fair waiter a handoff named (`ticket:token`), if it is in this
+    /// process, with the token of its grant.
+    fn wake_ticket(&self, payload: &str) {
+        let (ticket, token) = payload.split_once(':').unwrap_or((payload, "0"));
+        let Ok(ticket) = ticket.parse::<i64>() else {
+            return;
+        };
+        if let Some(w) = self.tickets().get(&ticket).cloned() {
+            w.token.store(token.parse().unwrap_or(0), Ordering::SeqCst);
+            w.wake();
+        }
+    }
+
+    /// What a notification on `channel` with `payload` wakes.
+    fn heard(&self, channel: &str, payload: &str) {
+        if channel == self.grant_channel {
+            self.wake_ticket(payload);
+        } else {
+            self.wake_key(payload);
+            self.wake_watchers(payload);
+        }
     }
 }
 
 impl Notifier {
     /// The listener for a handle family on `pool`, when its server has notifications
     /// (PostgreSQL).
-    pub(crate) fn for_pool(pool: &crate::db::DbPool, channel: String) -> Option<Self> {
+    pub(crate) fn for_pool(
+        pool: &crate::db::DbPool,
+        channel: String,
+        grant_channel: String,
+    ) -> Option<Self> {
         match pool {
-            crate::db::DbPool::Postgres(pool) => Some(Self::new(pool, channel)),
+            crate::db::DbPool::Postgres(pool) => Some(Self::new(pool, channel, grant_channel)),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 
-    /// A listener for `channel`, to connect as `pool` does. Sends nothing yet.
-    fn new(pool: &PgPool, channel: String) -> Self {
+    /// A listener for `channel` and `grant_channel`, to connect as `pool` does. Sends
+    /// nothing yet.
+    fn new(pool: &PgPool, channel: String, grant_channel: String) -> Self {
         Self {
             shared: Arc::new(Shared {
                 channel,
+                grant_channel,
+                tickets: Mutex::new(HashMap::new()),
                 pool: pool.clone(),
                 next_id: AtomicU64::new(1),
                 waiters: Mutex::new(HashMap::new()),
@@ -181,17 +229,7 @@ impl Notifier {
 
     fn register(&self, key: &str, watcher: bool) -> Subscription {
         let shared = &self.shared;
-        {
-            let mut task = shared.task.lock().unwrap_or_else(|e| e.into_inner());
-            if task.is_none() {
-                let weak = Arc::downgrade(shared);
-                *task = Some(tokio::spawn(listen(
-                    weak,
-                    shared.pool.clone(),
-                    shared.channel.clone(),
-                )));
-            }
-        }
+        self.start();
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let wakeup = Arc::new(Wakeup::default());
         shared
@@ -206,6 +244,64 @@ impl Notifier {
             wakeup,
             watcher,
         }
+    }
+}
+
+impl Notifier {
+    /// Starts the listener if it is not running.
+    fn start(&self) {
+        let shared = &self.shared;
+        let mut task = shared.task.lock().unwrap_or_else(|e| e.into_inner());
+        if task.is_none() {
+            let weak = Arc::downgrade(shared);
+            *task = Some(tokio::spawn(listen(
+                weak,
+                shared.pool.clone(),
+                [shared.channel.clone(), shared.grant_channel.clone()],
+            )));
+        }
+    }
+
+    /// Registers the fair waiter of `ticket` (starting the listener if it is not
+    /// running), to be woken when a handoff names it. Register before the ticket's
+    /// first poll after joining; a handoff before the listener listens is found by the
+    /// waiter's own polls, and every (re)connection wakes it once.
+    pub(crate) fn subscribe_ticket(&self, ticket: i64) -> TicketSubscription {
+        self.start();
+        let wakeup = Arc::new(Wakeup::default());
+        self.shared.tickets().insert(ticket, wakeup.clone());
+        TicketSubscription {
+            shared: self.shared.clone(),
+            ticket,
+            wakeup,
+        }
+    }
+}
+
+/// A fair waiter's registration; dropping it unregisters.
+#[derive(Debug)]
+pub(crate) struct TicketSubscription {
+    shared: Arc<Shared>,
+    ticket: i64,
+    wakeup: Arc<Wakeup>,
+}
+
+impl TicketSubscription {
+    /// Waits for a wake-up: returns at once if one came since the last wait, with the
+    /// token of the grant the handoff named (0 when the wake-up named none: the
+    /// listener reconnected, and the waiter should look).
+    ///
+    /// Cancel safe: a wake-up is kept until a wait takes it.
+    pub(crate) async fn woken(&self) -> i64 {
+        self.wakeup.notify.notified().await;
+        self.wakeup.pending.store(false, Ordering::SeqCst);
+        self.wakeup.token.swap(0, Ordering::SeqCst)
+    }
+}
+
+impl Drop for TicketSubscription {
+    fn drop(&mut self) {
+        self.shared.tickets().remove(&self.ticket);
     }
 }
 
@@ -253,7 +349,7 @@ impl Drop for Subscription {
 /// The listener task: listens on the channel and wakes the waiters of each key
 /// announced, reconnecting with back-off when the connection fails. Failures are
 /// logged and never reach an acquisition, which keeps polling meanwhile.
-async fn listen(weak: Weak<Shared>, app_pool: PgPool, channel: String) {
+async fn listen(weak: Weak<Shared>, app_pool: PgPool, channels: [String; 2]) {
     // The listener's connection is made like the application's, but is not one of its
     // pool's: a listener never takes a connection the application may be waiting for.
     let pool = PgPoolOptions::new()
@@ -264,7 +360,7 @@ async fn listen(weak: Weak<Shared>, app_pool: PgPool, channel: String) {
     drop(app_pool);
     let mut pause = RETRY_MIN;
     loop {
-        let failure = match connect(&pool, &channel).await {
+        let failure = match connect(&pool, &channels).await {
             Ok(mut listener) => {
                 pause = RETRY_MIN;
                 // Listening from now on: a release before this point was not heard.
@@ -275,10 +371,7 @@ async fn listen(weak: Weak<Shared>, app_pool: PgPool, channel: String) {
                 loop {
                     match listener.try_recv().await {
                         Ok(Some(n)) => match weak.upgrade() {
-                            Some(shared) => {
-                                shared.wake_key(n.payload());
-                                shared.wake_watchers(n.payload());
-                            }
+                            Some(shared) => shared.heard(n.channel(), n.payload()),
                             None => return,
                         },
                         // The connection was lost (notifications may have been lost with
@@ -293,7 +386,7 @@ async fn listen(weak: Weak<Shared>, app_pool: PgPool, channel: String) {
             }
             Err(e) => e,
         };
-        tracing::warn!(channel = %channel, error = %failure, retry_in = ?pause,
+        tracing::warn!(channel = %channels[0], error = %failure, retry_in = ?pause,
             "the release listener failed; waiters poll until it is back");
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(RETRY_MAX);
@@ -303,10 +396,12 @@ async fn listen(weak: Weak<Shared>, app_pool: PgPool, channel: String) {
     }
 }
 
-async fn connect(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error> {
+async fn connect(pool: &PgPool, channels: &[String; 2]) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     // The pool is the listener's own: its closing is no event to watch for.
     listener.ignore_pool_close_event(true);
-    listener.listen(channel).await?;
+    listener
+        .listen_all(channels.iter().map(String::as_str))
+        .await?;
     Ok(listener)
 }

@@ -53,9 +53,12 @@ pub(crate) async fn attempt(
     let statements: Statements = Box::pin(noting_checkout(reached, async move {
         match task_ask.strategy {
             Strategy::ForUpdate => for_update::attempt(&task_handle, &task_ask, wait).await,
-            Strategy::Lease | Strategy::Insert => lease::attempt(&task_handle, &task_ask)
-                .await
-                .map(|o| o.map(Granted::Lease)),
+            // A fair attempt made here is a re-entry of a hold of the handle's own.
+            Strategy::Lease | Strategy::Insert | Strategy::Fair => {
+                lease::attempt(&task_handle, &task_ask)
+                    .await
+                    .map(|o| o.map(Granted::Lease))
+            }
         }
     }));
     // The statements run in the caller's task (a task of their own would cost a spawn

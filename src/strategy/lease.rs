@@ -79,17 +79,32 @@ pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>,
 }
 
 /// Gives back one hold, retrying statements that lost a deadlock race; whether the
-/// lease was still ours.
+/// lease was still ours. A fair lock's last hold is handed on to its next waiter.
 ///
-/// The insert strategy's last hold deletes the row; a lease's row stays, free. With an
-/// at-least hold (`at_least`, see [`LockRequest::at_least`](crate::LockRequest::at_least))
-/// the last hold frees the key only once that long has passed since the lease was
-/// taken, on the database clock; before then the row stays taken, with no hold, until
-/// then. On MariaDB a release waits a second at most on a row lock (the row of a lease
-/// that lapsed may be a for-update holder's for a whole transaction): when the row
-/// stays locked, a read that waits on nothing tells a lease that is gone (`false`) from
-/// a short lock (contention, tried again).
+/// The insert strategy's last hold deletes the row; a lease's row stays, free; a fair
+/// lock's last hold hands it to the next live waiter (`fair.rs`). With an at-least hold
+/// (`at_least`, see [`LockRequest::at_least`](crate::LockRequest::at_least)) the last
+/// hold frees the key only once that long has passed since the lease was taken, on the
+/// database clock; before then the row stays taken, with no hold, until then. On
+/// MariaDB a release waits a second at most on a row lock (the row of a lease that
+/// lapsed may be a for-update holder's for a whole transaction): when the row stays
+/// locked, a read that waits on nothing tells a lease that is gone (`false`) from a
+/// short lock (contention, tried again).
 pub(crate) async fn release(
+    handle: &Handle,
+    id: &LockId,
+    at_least: Option<Duration>,
+) -> Result<bool> {
+    // An at-least hold is refused for a fair lock before it is taken.
+    if id.strategy == Strategy::Fair {
+        return super::fair::release(handle, id).await;
+    }
+    release_row(handle, id, at_least).await
+}
+
+/// [`release`] of the row alone: a fair lock's release when its handoff cannot be
+/// made (the first waiter's next poll hands it on then).
+pub(crate) async fn release_row(
     handle: &Handle,
     id: &LockId,
     at_least: Option<Duration>,

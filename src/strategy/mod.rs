@@ -12,6 +12,7 @@
 //! matters here only.
 
 pub(crate) mod attempt;
+pub(crate) mod fair;
 pub(crate) mod for_update;
 pub(crate) mod grant;
 pub(crate) mod handle;
@@ -56,7 +57,7 @@ pub(crate) fn wait_in_database(
 ) -> Option<Duration> {
     match strategy {
         Strategy::ForUpdate => for_update::wait_slice(dialect, left),
-        Strategy::Lease | Strategy::Insert => None,
+        Strategy::Lease | Strategy::Insert | Strategy::Fair => None,
     }
 }
 

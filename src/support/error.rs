@@ -254,7 +254,8 @@ pub enum Error {
     /// release and cannot outlast it. Reported before any SQL is sent.
     #[error(
         "an at-least hold keeps a lease or insert lock after its release; a {strategy} \
-         lock ends with its transaction: use the lease or insert strategy"
+         lock cannot be kept so (a for-update lock ends with its transaction, a fair lock \
+         goes to the next waiter): use the lease or insert strategy"
     )]
     AtLeastUnsupported {
         /// The strategy's name.

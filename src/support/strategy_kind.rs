@@ -16,6 +16,7 @@ use std::str::FromStr;
 /// | [`Lease`](Self::Lease) | a row with an owner and an expiry | a row marked free | the default: cheapest to take again, rows are reused |
 /// | [`Insert`](Self::Insert) | a row with an owner and an expiry | no row at all | keys are many and short-lived, or the table should only show what is held |
 /// | [`ForUpdate`](Self::ForUpdate) | a row lock in an open transaction | a row nobody locks | the holder's writes must commit with the lock, or a dead holder must free it at once; not on Galera (refused there) |
+/// | [`Fair`](Self::Fair) | a lease row, handed on in order of arrival | a row marked free | waiters must be served first come, first served, each release handing the lock straight to the next |
 ///
 /// # One key, one strategy
 ///
@@ -35,7 +36,7 @@ use std::str::FromStr;
 /// with. The database enforces the same: its acquisition re-enters a hold only of the
 /// same owner *and* strategy.
 ///
-/// Lease and insert locks appear in [`Locker::list`](crate::Locker::list) and can be
+/// Lease, insert and fair locks appear in [`Locker::list`](crate::Locker::list) and can be
 /// released by [`Locker::force_release`](crate::Locker::force_release); a for-update
 /// lock does not appear, being invisible outside its transaction, and ends only with
 /// its transaction.
@@ -59,16 +60,40 @@ pub enum Strategy {
     /// holds a pooled connection for the whole hold (size the pool for it); a keepalive
     /// notices a connection the server ended. PostgreSQL and MariaDB only.
     ForUpdate,
+    /// A lease whose waiters queue in order of arrival: each waiter takes a ticket in
+    /// the queue table (`<table>_queue`), and a release hands the lock, in the same
+    /// transaction, to the first live waiter, so that no newcomer can slip in between
+    /// and waiters are served first come, first served. Held, the lock is a lease like
+    /// any other (renewed by the watchdog, extended, released by force, listed).
+    ///
+    /// - A waiter's place is a lease of its own, renewed as it waits: a waiter that
+    ///   died is skipped once its place lapses (its TTL), and a waiter that stops
+    ///   waiting (its future dropped, its deadline met) leaves the queue at once; a
+    ///   grant handed to it meanwhile goes on to the next waiter.
+    /// - [`try_acquire`](crate::Locker::try_acquire) never jumps the queue: with
+    ///   waiters queued it is busy, even at the instant the lock is handed over.
+    /// - Only the first waiter polls for the lock (at the handle's poll interval);
+    ///   those behind it keep their place with about one statement a second. With
+    ///   [`notify_waiters`](crate::LockerBuilder::notify_waiters) on PostgreSQL, the
+    ///   waiter the lock was handed to is woken at once by a notification naming it.
+    /// - It is a strategy of its own, not an option of a request, because the
+    ///   database must know it: the row records `fair`, a waiter of the other
+    ///   strategies sees a fair holder as held, and a fair waiter never takes the key
+    ///   from a holder of another strategy.
+    ///
+    /// Needs the queue table of the migration `20261126000001_create_sqlock_queue`.
+    Fair,
 }
 
 impl Strategy {
     /// The name recorded in the `lock_strategy` column and used by the command-line
-    /// tool: `lease`, `insert` or `for-update`.
+    /// tool: `lease`, `insert`, `for-update` or `fair`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Lease => "lease",
             Self::Insert => "insert",
             Self::ForUpdate => "for-update",
+            Self::Fair => "fair",
         }
     }
 }
@@ -81,7 +106,7 @@ impl fmt::Display for Strategy {
 
 /// The error of parsing a [`Strategy`] from a name it does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown strategy {0:?}: expected lease, insert or for-update")]
+#[error("unknown strategy {0:?}: expected lease, insert, for-update or fair")]
 pub struct UnknownStrategy(pub String);
 
 impl FromStr for Strategy {
@@ -92,6 +117,7 @@ impl FromStr for Strategy {
             "lease" => Ok(Self::Lease),
             "insert" => Ok(Self::Insert),
             "for-update" => Ok(Self::ForUpdate),
+            "fair" => Ok(Self::Fair),
             other => Err(UnknownStrategy(other.to_owned())),
         }
     }
@@ -103,7 +129,12 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for s in [Strategy::Lease, Strategy::Insert, Strategy::ForUpdate] {
+        for s in [
+            Strategy::Lease,
+            Strategy::Insert,
+            Strategy::ForUpdate,
+            Strategy::Fair,
+        ] {
             assert_eq!(s.name().parse::<Strategy>(), Ok(s));
         }
         assert!("for_update".parse::<Strategy>().is_err());

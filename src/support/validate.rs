@@ -162,6 +162,13 @@ impl TableName {
     pub fn release_channel(&self) -> String {
         format!("{}_released", self.0)
     }
+
+    /// The PostgreSQL notification channel on which the fair strategy's handoffs name
+    /// the waiter (by ticket) the lock was handed to: the table name with `_granted`
+    /// appended.
+    pub fn grant_channel(&self) -> String {
+        format!("{}_granted", self.0)
+    }
 }
 
 impl Default for TableName {

@@ -194,15 +194,16 @@ impl Backend {
             Dialect::Postgres => {
                 format!(
                     "DROP TABLE IF EXISTS \"{t}\"; DROP SEQUENCE IF EXISTS \"{t}_fence_seq\"; \
-                     DROP TABLE IF EXISTS \"{t}_leaders\";"
+                     DROP TABLE IF EXISTS \"{t}_leaders\"; DROP TABLE IF EXISTS \"{t}_queue\";"
                 )
             }
             Dialect::MySql => {
-                format!("DROP TABLE IF EXISTS `{t}`; DROP TABLE IF EXISTS `{t}_fence`; DROP SEQUENCE IF EXISTS `{t}_fence_seq`; DROP TABLE IF EXISTS `{t}_leaders`;")
+                format!("DROP TABLE IF EXISTS `{t}`; DROP TABLE IF EXISTS `{t}_fence`; DROP SEQUENCE IF EXISTS `{t}_fence_seq`; DROP TABLE IF EXISTS `{t}_leaders`; DROP TABLE IF EXISTS `{t}_queue`;")
             }
             _ => format!(
                 "DROP TABLE IF EXISTS \"{t}\"; DROP TABLE IF EXISTS \"{t}_fence\"; \
-                 DROP TRIGGER IF EXISTS \"{t}_fence_floor\"; DROP TABLE IF EXISTS \"{t}_leaders\";"
+                 DROP TRIGGER IF EXISTS \"{t}_fence_floor\"; DROP TABLE IF EXISTS \"{t}_leaders\"; \
+                 DROP TABLE IF EXISTS \"{t}_queue\";"
             ),
         };
         self.script(locker.pool(), &drop).await?;

@@ -121,18 +121,21 @@ pub fn drop_table(b: &Backend) -> Result<(), String> {
             format!(r#"DROP TABLE IF EXISTS "{t}""#),
             format!(r#"DROP SEQUENCE IF EXISTS "{t}_fence_seq""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_leaders""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_queue""#),
         ],
         "mysql" => vec![
             format!("DROP TABLE IF EXISTS `{t}`"),
             format!("DROP TABLE IF EXISTS `{t}_fence`"),
             format!("DROP SEQUENCE IF EXISTS `{t}_fence_seq`"),
             format!("DROP TABLE IF EXISTS `{t}_leaders`"),
+            format!("DROP TABLE IF EXISTS `{t}_queue`"),
         ],
         _ => vec![
             format!(r#"DROP TRIGGER IF EXISTS "{t}_fence_floor""#),
             format!(r#"DROP TABLE IF EXISTS "{t}""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_fence""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_leaders""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_queue""#),
         ],
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

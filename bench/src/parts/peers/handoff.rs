@@ -26,7 +26,8 @@ struct Handing {
 }
 
 /// The contenders: the library's lease polling (and, on PostgreSQL, woken by the
-/// release) and for-update strategies, and the peers, which all wait in the server.
+/// release), fair (likewise) and for-update strategies, and the peers, which all wait
+/// in the server.
 fn handings(s: &Setup<'_>) -> Result<Vec<Handing>, Failure> {
     let poll = s.args.poll;
     let lease = s.builder().strategy(Strategy::Lease).ttl(TTL);
@@ -39,6 +40,21 @@ fn handings(s: &Setup<'_>) -> Result<Vec<Handing>, Failure> {
         out.push(Handing {
             who: Contender::Sqlock("lease, notify"),
             locker: Some(lease.notify_waiters(true).build()?),
+            grace: Duration::ZERO,
+        });
+    }
+    // The fair strategy: each release hands the lock to the first waiter; the first
+    // waiter polls, and on PostgreSQL is woken by the notification naming it.
+    let fair = s.builder().strategy(Strategy::Fair).ttl(TTL);
+    out.push(Handing {
+        who: Contender::Sqlock("fair, polling"),
+        locker: Some(fair.clone().poll_interval(poll, poll).build()?),
+        grace: Duration::ZERO,
+    });
+    if s.db.dialect() == Dialect::Postgres {
+        out.push(Handing {
+            who: Contender::Sqlock("fair, notify"),
+            locker: Some(fair.notify_waiters(true).build()?),
             grace: Duration::ZERO,
         });
     }

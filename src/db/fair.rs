@@ -1,0 +1,281 @@
+//! The fair strategy's queue, written once over every server: its steps, each a
+//! transaction of its own that first takes the key's gate (`fair_gate.sql`), so that
+//! the steps of one key, and the acquisitions of the other strategies, run one at a
+//! time and every step reads what the steps before it committed.
+//!
+//! A waiter joins with a ticket, renews its place as it waits, and takes up the grant a
+//! step handed it; every step that may free the lock (a release, a waiter leaving with
+//! a grant, a poll that finds the holder's lease lapsed) hands it on, in its own
+//! transaction, to the first live waiter: no moment in which the lock is free while a
+//! live waiter is queued, for a newcomer to take.
+
+use super::backend::Backend;
+use super::outcome::Grant;
+use super::runner::{checked_out, On, Runner};
+use super::values::{Extend, Held, Key, Mark, Place, Sweep};
+
+/// A waiter's standing, as a step found it.
+#[derive(Debug)]
+pub(crate) enum Standing {
+    /// The lock is the waiter's: the grant, taken up (its expiry pushed to the TTL
+    /// the waiter asked for) and its place left.
+    Granted(Grant),
+    /// Still waiting, with this many live waiters ahead.
+    Waiting { ahead: i64 },
+    /// The place lapsed (and was skipped) or is gone: the waiter joins again.
+    Gone,
+}
+
+/// Whom a step handed the lock to: the waiter's ticket, and the grant's token.
+type Handed = Option<(i64, i64)>;
+
+type Conn<B> = <<B as Backend>::Db as sqlx::Database>::Connection;
+type Tx<B> = sqlx::Transaction<'static, <B as Backend>::Db>;
+
+/// A transaction with the key's gate taken; `None` when another transaction holds the
+/// gate (a for-update holder, an acquisition of the key under way).
+async fn gated<B: Backend>(b: &B, key: &str) -> Result<Option<Tx<B>>, sqlx::Error> {
+    let mut tx = b.pool().begin().await?;
+    checked_out();
+    let open = B::Db::execute(On::Conn(&mut *tx), &b.common().fair.gate, &Key(key)).await? > 0;
+    if open {
+        Ok(Some(tx))
+    } else {
+        tx.rollback().await?;
+        Ok(None)
+    }
+}
+
+/// Hands `key` to the first live waiter of its queue, if the lock is free or expired:
+/// the waiter's ticket and the grant's token. With `ensure`, a key without a row gets
+/// a free one first (a step that held or released the lock knows the row is there).
+async fn hand_on<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    key: &str,
+    ensure: bool,
+) -> Result<Handed, sqlx::Error> {
+    let f = &b.common().fair;
+    let head = B::Db::rows(On::Conn(&mut *conn), &f.head, &Key(key)).await?;
+    let (ticket, owner) = match head.first() {
+        Some(row) => (B::Db::int(row, 0)?, B::Db::text(row, 1)?),
+        None => return Ok(None),
+    };
+    drop(head);
+    let place = Place {
+        key,
+        owner: &owner,
+        ticket,
+        ttl_us: 0,
+    };
+    let taken = async {
+        if ensure {
+            B::Db::execute(On::Conn(&mut *conn), &f.ensure, &Key(key)).await?;
+        }
+        B::Db::value(On::Conn(&mut *conn), &f.take, &place).await
+    }
+    .await;
+    let token = match taken {
+        Ok(Some(token)) => token,
+        Ok(None) => return Ok(None),
+        // MariaDB: another transaction keeps the key's row locked (a for-update
+        // holder, for its whole transaction). The statement alone was rolled back; the
+        // lock is held, and the step goes on without handing it over.
+        Err(e) if B::is_lock_wait_timeout(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // With notifications on (PostgreSQL), the mark names the waiter to its listener.
+    let mark = Mark { key, ticket, token };
+    B::Db::execute(On::Conn(&mut *conn), &f.mark, &mark).await?;
+    Ok(Some((ticket, token)))
+}
+
+/// The waiter's place as it stands: the token of the grant handed to it (0 for none)
+/// and how many live waiters are ahead; `None` when the place is gone.
+async fn status<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    p: &Place<'_>,
+) -> Result<Option<(i64, i64)>, sqlx::Error> {
+    let rows = B::Db::rows(On::Conn(conn), &b.common().fair.status, p).await?;
+    match rows.first() {
+        Some(row) => Ok(Some((B::Db::int(row, 0)?, B::Db::int(row, 1)?))),
+        None => Ok(None),
+    }
+}
+
+/// Takes up the grant of `token` handed to the waiter at `p`: the grant lasts the
+/// waiter's TTL from now (it lasted as long as the place until then), and the waiter
+/// leaves the queue. Needs no gate: the grant and the place are the waiter's alone.
+async fn take_up<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    p: &Place<'_>,
+    token: i64,
+) -> Result<Standing, sqlx::Error> {
+    let extend = Extend {
+        held: Held {
+            key: p.key,
+            owner: p.owner,
+            token,
+        },
+        ttl_us: p.ttl_us,
+    };
+    let expires = B::Db::value(On::Conn(&mut *conn), &b.common().lease_extend, &extend).await?;
+    B::Db::execute(On::Conn(&mut *conn), &b.common().fair.leave, p).await?;
+    Ok(match expires {
+        Some(expires_us) => Standing::Granted(Grant {
+            owner: p.owner.to_owned(),
+            token,
+            expires_us,
+            hold_count: 1,
+            strategy: "fair".to_owned(),
+            presence: None,
+        }),
+        // The grant lapsed with a place that was not renewed in time, or an operator
+        // released it.
+        None => Standing::Gone,
+    })
+}
+
+/// The waiter's standing; a grant handed to it is taken up.
+async fn standing<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    p: &Place<'_>,
+) -> Result<Standing, sqlx::Error> {
+    match status(b, &mut *conn, p).await? {
+        None => Ok(Standing::Gone),
+        Some((0, ahead)) => Ok(Standing::Waiting { ahead }),
+        Some((token, _)) => take_up(b, conn, p, token).await,
+    }
+}
+
+/// A waiter joins the queue of `p.key` (its ticket is ignored) and, when the lock is
+/// free and nobody is ahead, takes it at once: its ticket and standing. `None` when
+/// the gate was closed.
+pub(crate) async fn join<B: Backend>(
+    b: &B,
+    p: &Place<'_>,
+) -> Result<Option<(i64, Standing)>, sqlx::Error> {
+    let Some(mut tx) = gated(b, p.key).await? else {
+        return Ok(None);
+    };
+    let f = &b.common().fair;
+    let ticket = B::Db::value(On::Conn(&mut *tx), &f.enqueue, p)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    let p = Place { ticket, ..*p };
+    let standing = match hand_on(b, &mut tx, p.key, true).await? {
+        Some((to, token)) if to == ticket => take_up(b, &mut tx, &p, token).await?,
+        _ => standing(b, &mut tx, &p).await?,
+    };
+    tx.commit().await?;
+    Ok(Some((ticket, standing)))
+}
+
+/// A poll of the first waiter, at `p`: renews its place, takes up a grant handed to
+/// it, or else hands the lock on if it is free (to this waiter, which takes it up).
+/// `None` when the gate was closed.
+pub(crate) async fn poll<B: Backend>(
+    b: &B,
+    p: &Place<'_>,
+) -> Result<Option<Standing>, sqlx::Error> {
+    let Some(mut tx) = gated(b, p.key).await? else {
+        return Ok(None);
+    };
+    let f = &b.common().fair;
+    let live = B::Db::execute(On::Conn(&mut *tx), &f.renew, p).await? > 0;
+    if !live {
+        B::Db::execute(On::Conn(&mut *tx), &f.leave, p).await?;
+        tx.commit().await?;
+        return Ok(Some(Standing::Gone));
+    }
+    let mut standing = standing(b, &mut tx, p).await?;
+    if let Standing::Waiting { .. } = standing {
+        match hand_on(b, &mut tx, p.key, true).await? {
+            Some((to, token)) if to == p.ticket => standing = take_up(b, &mut tx, p, token).await?,
+            // Handed to a waiter ahead (this one is not first after all): it waits on.
+            _ => {}
+        }
+    }
+    tx.commit().await?;
+    Ok(Some(standing))
+}
+
+/// A waiter keeps its place: reads its standing, after renewing the place when
+/// `renew`, and takes up a grant handed to it; no gate.
+pub(crate) async fn stand<B: Backend>(
+    b: &B,
+    p: &Place<'_>,
+    renew: bool,
+) -> Result<Standing, sqlx::Error> {
+    let f = &b.common().fair;
+    let mut conn = b.pool().acquire().await?;
+    checked_out();
+    if renew && B::Db::execute(On::Conn(&mut *conn), &f.renew, p).await? == 0 {
+        return Ok(Standing::Gone);
+    }
+    standing(b, &mut conn, p).await
+}
+
+/// A waiter named by a handoff's notification takes up the grant of `token` at once,
+/// without reading its standing first; no gate.
+pub(crate) async fn claim<B: Backend>(
+    b: &B,
+    p: &Place<'_>,
+    token: i64,
+) -> Result<Standing, sqlx::Error> {
+    let mut conn = b.pool().acquire().await?;
+    checked_out();
+    take_up(b, &mut conn, p, token).await
+}
+
+/// A waiter leaves the queue; a grant handed to it meanwhile is given back and handed
+/// on. `None` when the gate was closed.
+pub(crate) async fn leave<B: Backend>(b: &B, p: &Place<'_>) -> Result<Option<()>, sqlx::Error> {
+    let Some(mut tx) = gated(b, p.key).await? else {
+        return Ok(None);
+    };
+    let f = &b.common().fair;
+    if let Some((token, _)) = status(b, &mut tx, p).await?.filter(|(t, _)| *t != 0) {
+        let held = Held {
+            key: p.key,
+            owner: p.owner,
+            token,
+        };
+        B::Db::execute(On::Conn(&mut *tx), &b.common().lease_release, &held).await?;
+    }
+    B::Db::execute(On::Conn(&mut *tx), &f.leave, p).await?;
+    hand_on(b, &mut tx, p.key, false).await?;
+    tx.commit().await?;
+    Ok(Some(()))
+}
+
+/// A fair holder gives back one hold, and the last hands the lock on in the same
+/// transaction: whether it was still ours. `None` when the gate was closed.
+pub(crate) async fn release<B: Backend>(b: &B, h: &Held<'_>) -> Result<Option<bool>, sqlx::Error> {
+    let Some(mut tx) = gated(b, h.key).await? else {
+        return Ok(None);
+    };
+    let released = B::Db::execute(On::Conn(&mut *tx), &b.common().lease_release, h).await? > 0;
+    hand_on(b, &mut tx, h.key, false).await?;
+    tx.commit().await?;
+    Ok(Some(released))
+}
+
+/// Hands `key` on to its first live waiter if the lock is free or expired (after an
+/// operator's release). `None` when the gate was closed.
+pub(crate) async fn hand_over<B: Backend>(b: &B, key: &str) -> Result<Option<()>, sqlx::Error> {
+    let Some(mut tx) = gated(b, key).await? else {
+        return Ok(None);
+    };
+    hand_on(b, &mut tx, key, false).await?;
+    tx.commit().await?;
+    Ok(Some(()))
+}
+
+/// One batch of the queue's sweep: places that lapsed `grace_us` ago or more.
+pub(crate) async fn sweep<B: Backend>(b: &B, s: &Sweep<'_>) -> Result<u64, sqlx::Error> {
+    B::Db::execute(On::Pool(b.pool(), false), &b.common().fair.sweep, s).await
+}

@@ -1,0 +1,398 @@
+//! The fair strategy: waiters queue in a table of their own, each with a ticket, and
+//! the lock goes to them in ticket order, handed straight from one holder to the next
+//! by the release's own transaction (the steps are in `db/fair.rs`). Held, a fair lock
+//! is a lease like any other, with the same hold, watchdog and lost signal.
+//!
+//! A wait runs in a task of its own, so that no step is ever cut half way: if the
+//! caller stops waiting (its future dropped, its deadline met), the task leaves the
+//! queue after its current step, and a grant it took meanwhile is given back and
+//! handed on. Only the first waiter polls for the lock at the handle's poll interval
+//! (and the one right behind it reads its standing as often, to take up a grant handed
+//! to it without delay); the waiters behind them look about once a second, and a poll
+//! hands the lock to the first live waiter whenever it finds the lock free.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::db::fair::Standing;
+use crate::db::retry::retry_failure;
+use crate::db::values::Place;
+use crate::db::Grant;
+use crate::support::backoff::Backoff;
+use crate::support::error::{Class, Error, Result};
+use crate::support::strategy_kind::Strategy;
+
+use super::attempt::try_once;
+use super::grant::{Ask, Granted, LockId};
+use super::handle::{Handle, InFlight};
+
+/// How often a waiter behind the first reads its standing, at most (and at least three
+/// times per TTL): one statement a second, and one more to renew its place three times
+/// per TTL.
+const BEHIND: Duration = Duration::from_secs(1);
+
+/// How often [`acquire`] with `once` tries to join a queue whose gate another
+/// transaction holds, before the key counts as busy.
+const JOIN_TRIES: u32 = 5;
+
+/// What the waiting task hands the caller: the grant, taken up, and the instant the
+/// step that took it up was sent (the grant is valid until then plus its TTL).
+type Outcome = Result<Option<(Grant, Instant)>>;
+
+/// Takes the fair lock `ask` asks for: waits in the queue until it is handed the lock,
+/// or until `deadline` ([`Error::Timeout`]). With `once`, a single try: `None` when
+/// the lock is held or waiters are queued (no jumping the queue).
+///
+/// A key this handle holds already is re-entered, without queueing. A wait of this
+/// handle on the key that was given up and is still leaving the queue is waited for
+/// first.
+///
+/// Boxed, and its type erased: the callers' futures (an election's campaign spawned
+/// onto a runtime, say) would otherwise nest it in their own types, deep enough for the
+/// compiler's checks of `Send` to reach their recursion limit in users' crates.
+pub(crate) fn acquire<'a>(
+    handle: &'a Arc<Handle>,
+    ask: &'a Ask,
+    deadline: Option<Instant>,
+    once: bool,
+) -> Waiting<'a> {
+    Box::pin(wait_in_queue(handle, ask, deadline, once))
+}
+
+/// A fair acquisition under way (see [`acquire`]).
+pub(crate) type Waiting<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<(Granted, Instant)>>> + Send + 'a>>;
+
+/// [`acquire`], unboxed.
+async fn wait_in_queue(
+    handle: &Arc<Handle>,
+    ask: &Ask,
+    deadline: Option<Instant>,
+    once: bool,
+) -> Result<Option<(Granted, Instant)>> {
+    let started = Instant::now();
+    let (tx, rx) = oneshot::channel();
+    tokio::spawn(queue(handle.clone(), ask.clone(), once, tx));
+    let mut landing = Landing {
+        rx,
+        handle: handle.clone(),
+        key: ask.key.clone(),
+        read: false,
+        runtime: tokio::runtime::Handle::current(),
+    };
+    let received = match deadline {
+        Some(d) => match tokio::time::timeout_at(d, &mut landing.rx).await {
+            Ok(received) => received,
+            // The task sees the caller gone, and leaves the queue.
+            Err(_) => {
+                return Err(Error::Timeout {
+                    key: ask.key.clone(),
+                    waited: started.elapsed(),
+                })
+            }
+        },
+        None => (&mut landing.rx).await,
+    };
+    landing.read = true;
+    let Ok(outcome) = received else {
+        // The task panicked: nothing was granted to us that we know of.
+        return Err(Error::Database(sqlx::Error::WorkerCrashed));
+    };
+    Ok(outcome?.map(|(grant, sent)| (Granted::Lease(grant), sent)))
+}
+
+/// The waiting task: waits, and gives back a grant the caller no longer waits for.
+/// It counts as an attempt of the handle on the key until it has left the queue.
+async fn queue(handle: Arc<Handle>, ask: Ask, once: bool, mut tx: oneshot::Sender<Outcome>) {
+    let (outcome, in_flight) = run(&handle, &ask, once, &mut tx).await;
+    if let Err(Ok(Some((grant, _)))) = tx.send(outcome) {
+        give_back(&handle, &ask.key, grant.token).await;
+    }
+    drop(in_flight);
+}
+
+/// Waits for the handle's earlier attempts on the key to settle (a wait whose caller
+/// stopped waiting may still be leaving the queue, and would be served first), then
+/// re-enters a hold of the handle's own, or joins the queue and waits.
+async fn run(
+    handle: &Arc<Handle>,
+    ask: &Ask,
+    once: bool,
+    tx: &mut oneshot::Sender<Outcome>,
+) -> (Outcome, Option<InFlight>) {
+    tokio::select! {
+        _ = handle.attempts_settled(&ask.key) => {}
+        () = tx.closed() => return (Ok(None), None),
+    }
+    match reenter(handle, ask).await {
+        Ok(None) => {}
+        other => return (other, None),
+    }
+    let in_flight = handle.attempt_started(&ask.key);
+    (wait(handle, ask, once, tx).await, Some(in_flight))
+}
+
+/// A re-entry of a key this handle holds fair: one more hold on its own grant, without
+/// queueing.
+async fn reenter(handle: &Arc<Handle>, ask: &Ask) -> Outcome {
+    if handle.held_with(&ask.key) != Some(Strategy::Fair) {
+        return Ok(None);
+    }
+    match try_once(handle, ask).await? {
+        Some((Granted::Lease(g), sent)) if g.hold_count > 1 => Ok(Some((g, sent))),
+        // The hold lapsed meanwhile and the key was taken afresh: that would jump the
+        // queue, so it is handed on and the queue joined.
+        Some((Granted::Lease(g), _)) => {
+            give_back(handle, &ask.key, g.token).await;
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Joins the queue and waits for the lock; leaves the queue before it returns without
+/// a grant, and as soon as the caller is gone (`tx` closed).
+async fn wait(
+    handle: &Handle,
+    ask: &Ask,
+    once: bool,
+    tx: &mut oneshot::Sender<Outcome>,
+) -> Outcome {
+    let db = &handle.db;
+    let settings = &handle.settings;
+    // A place lasts the lock's TTL and is renewed three times per TTL at least.
+    let renew = ask.ttl / 3;
+    let behind = BEHIND.min(renew);
+    let mut place = Place {
+        key: &ask.key,
+        owner: &handle.owner_text,
+        ticket: 0,
+        ttl_us: ask.ttl_us(),
+    };
+    loop {
+        // Join (again, at the end, after a place that lapsed).
+        let mut sent = Instant::now();
+        let mut tries = 0;
+        let mut standing = loop {
+            match db.fair_join(&place).await {
+                Ok((ticket, standing)) => {
+                    place.ticket = ticket;
+                    break standing;
+                }
+                Err(f) if f.class == Class::Contention && !(once && tries >= JOIN_TRIES) => {
+                    tries += 1;
+                    let pause = Duration::from_millis(u64::from(tries.min(50)));
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = tx.closed() => return Ok(None),
+                    }
+                    sent = Instant::now();
+                }
+                Err(f) if f.class == Class::Contention => return Ok(None),
+                Err(f) => return Err(f.error),
+            }
+        };
+        let wake = subscribe(handle, place.ticket);
+        // When the place was last renewed (as of the statement's sending).
+        let mut renewed = sent;
+        let mut backoff = Backoff::new(settings.poll_min, settings.poll_max.min(renew));
+        // When a waiter behind the first last looked, and how many were ahead then.
+        let mut last_look: Option<(Instant, i64)> = None;
+        loop {
+            if tx.is_closed() {
+                settle(handle, &place, standing).await;
+                return Ok(None);
+            }
+            let delay = match standing {
+                Standing::Granted(grant) => {
+                    if Instant::now() < sent + ask.ttl {
+                        return Ok(Some((grant, sent)));
+                    }
+                    // Taken up too late to trust: it may have lapsed already. Handed
+                    // on, and the queue joined again.
+                    give_back(handle, &ask.key, grant.token).await;
+                    break;
+                }
+                Standing::Gone => break,
+                _ if once => {
+                    leave(handle, &place).await;
+                    return Ok(None);
+                }
+                // The first waiter, and the one right behind it (which the lock goes
+                // to next, as soon as the first has taken it up), look at the poll
+                // interval; the others about once a second.
+                Standing::Waiting { ahead: 0 | 1 } => backoff.next_delay(),
+                // About once a second, or sooner when the queue moves fast enough to
+                // reach this waiter before then: by the pace it moved since the last
+                // look, when the waiter before it would be first.
+                Standing::Waiting { ahead } => {
+                    let now = Instant::now();
+                    // The first look after joining comes at the poll interval, so
+                    // that the second knows the queue's pace.
+                    let mut d = if last_look.is_none() {
+                        behind.min(settings.poll_max)
+                    } else {
+                        behind
+                    };
+                    if let Some((at, before)) = last_look {
+                        let moved = u32::try_from(before - ahead).unwrap_or(0);
+                        if moved > 0 {
+                            let per_place = now.saturating_duration_since(at) / moved;
+                            let places = u32::try_from(ahead - 1).unwrap_or(u32::MAX);
+                            d = d.min(per_place.saturating_mul(places));
+                        }
+                    }
+                    last_look = Some((now, ahead));
+                    d.max(settings.poll_min)
+                }
+            };
+            let first = matches!(standing, Standing::Waiting { ahead: 0 });
+            let named = tokio::select! {
+                () = tokio::time::sleep(delay) => None,
+                // Named by a handoff: a grant waits to be taken up.
+                token = woken(&wake) => Some(token),
+                () = tx.closed() => {
+                    leave(handle, &place).await;
+                    return Ok(None);
+                }
+            };
+            sent = Instant::now();
+            // Behind the head, the place is renewed only when it would otherwise go
+            // unrenewed for longer than a third of its TTL before the next look.
+            let due = first || sent + behind >= renewed + renew;
+            let step = match named {
+                // The grant's token came with the notification: taken up at once.
+                Some(token) if token > 0 => db.fair_claim(&place, token).await,
+                Some(_) => db.fair_stand(&place, due).await,
+                None if first => match db.fair_poll(&place).await {
+                    // The gate is taken (another acquisition of the key, a for-update
+                    // holder): the place is kept all the same.
+                    Err(f) if f.class == Class::Contention => db.fair_stand(&place, true).await,
+                    polled => polled,
+                },
+                None => db.fair_stand(&place, due).await,
+            };
+            if due && !matches!(named, Some(t) if t > 0) {
+                renewed = sent;
+            }
+            standing = match step {
+                Ok(standing) => standing,
+                // Another transaction held a row the step needed: try again later.
+                Err(f) if f.class == Class::Contention => Standing::Waiting { ahead: 0 },
+                Err(f) => {
+                    leave(handle, &place).await;
+                    return Err(f.error);
+                }
+            };
+        }
+    }
+}
+
+/// A waiter's wake-up by the notification that names it, when the handle has them.
+#[cfg(feature = "postgres")]
+type Wake = Option<crate::keepers::notify::TicketSubscription>;
+#[cfg(not(feature = "postgres"))]
+type Wake = Option<std::convert::Infallible>;
+
+/// Registers the waiter of `ticket` for the notification that names it (PostgreSQL
+/// with `notify_waiters`).
+fn subscribe(handle: &Handle, ticket: i64) -> Wake {
+    #[cfg(feature = "postgres")]
+    {
+        handle.notifier.as_ref().map(|n| n.subscribe_ticket(ticket))
+    }
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = (handle, ticket);
+        None
+    }
+}
+
+/// Returns when the waiter was named by a handoff, with the token of the grant it
+/// named (0: look); never without notifications.
+async fn woken(wake: &Wake) -> i64 {
+    match wake {
+        #[cfg(feature = "postgres")]
+        Some(w) => w.woken().await,
+        #[cfg(not(feature = "postgres"))]
+        Some(never) => match *never {},
+        None => std::future::pending().await,
+    }
+}
+
+/// Ends a wait whose caller is gone: a grant is given back, a place left.
+async fn settle(handle: &Handle, place: &Place<'_>, standing: Standing) {
+    match standing {
+        Standing::Granted(grant) => give_back(handle, place.key, grant.token).await,
+        _ => leave(handle, place).await,
+    }
+}
+
+/// Leaves the queue; a grant handed to the waiter meanwhile is handed on. Should the
+/// key's gate stay taken, the place lapses at its TTL and is skipped then.
+async fn leave(handle: &Handle, place: &Place<'_>) {
+    if let Err(f) = retry_failure(|| handle.db.fair_leave(place)).await {
+        tracing::warn!(key = %place.key, error = %f.error,
+            "could not leave the fair queue; the place lapses at its TTL");
+    }
+}
+
+/// Gives back a grant nobody waits for any more, handing it on.
+async fn give_back(handle: &Handle, key: &str, token: i64) {
+    let id = LockId {
+        key: key.to_owned(),
+        strategy: Strategy::Fair,
+        token,
+    };
+    if let Err(e) = release(handle, &id).await {
+        tracing::warn!(key = %key, error = %e,
+            "could not give back a fair lock taken for a caller that stopped waiting; \
+             it lapses at its expiry");
+    }
+}
+
+/// Gives back one hold of a fair lock, and the last hands it on to the next waiter in
+/// the same transaction: whether it was still ours. Should the key's gate stay taken,
+/// the lock is released alone, and the next poll of the first waiter hands it on.
+pub(crate) async fn release(handle: &Handle, id: &LockId) -> Result<bool> {
+    let held = id.held(&handle.owner_text);
+    let db = &handle.db;
+    match retry_failure(|| db.fair_release(&held)).await {
+        Ok(released) => Ok(released),
+        Err(f) if f.class == Class::Contention => super::lease::release_row(handle, id, None).await,
+        Err(f) => Err(f.error),
+    }
+}
+
+/// The receiving end of a wait. Dropped unread, it closes the channel (so that the task
+/// leaves the queue) and gives back a grant that was already sent.
+struct Landing {
+    rx: oneshot::Receiver<Outcome>,
+    handle: Arc<Handle>,
+    key: String,
+    read: bool,
+    /// The runtime the wait runs on, for a drop outside of any runtime.
+    runtime: tokio::runtime::Handle,
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        if self.read {
+            return;
+        }
+        self.rx.close();
+        if let Ok(Ok(Some((grant, _)))) = self.rx.try_recv() {
+            let handle = self.handle.clone();
+            let key = std::mem::take(&mut self.key);
+            let runtime =
+                tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+            let _entered = runtime.enter();
+            drop(runtime.spawn(async move { give_back(&handle, &key, grant.token).await }));
+        }
+    }
+}

@@ -1,0 +1,541 @@
+//! The fair strategy (`Strategy::Fair`): waiters are granted the lock in order of
+//! arrival, also when they are processes of their own; a waiter killed in the middle of
+//! the queue is skipped once its place lapses; a waiter that stops waiting passes its
+//! turn on; `try_acquire` never jumps the queue; under contention no two holders
+//! overlap and tokens rise; a fair waiter and a holder of another strategy exclude
+//! each other on a brand-new key. On every backend: a SQLite file, PostgreSQL (with and
+//! without notifications) and MariaDB.
+//!
+//! The waiters in processes of their own are this very test binary, started with
+//! `SQLOCK_FAIR_WAITER` set, running `waiter_process` alone: it waits for the key,
+//! says so when it has it, releases it and ends.
+
+mod common;
+
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use sqlock::{Dialect, Locker, Strategy};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+/// What a waiter process is told: dialect, table, key, TTL in milliseconds, and
+/// whether releases notify (PostgreSQL).
+const WAITER: &str = "SQLOCK_FAIR_WAITER";
+
+/// How long any wait of these tests may take before it counts as a failure.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn dialect_name(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Postgres => "postgres",
+        Dialect::MySql => "mysql",
+        _ => "sqlite",
+    }
+}
+
+/// The handles a test runs with on `b`: on PostgreSQL, without and with notifications.
+async fn lockers(b: &common::Backend, ttl: Duration) -> anyhow::Result<Vec<(bool, Locker)>> {
+    let mut out = Vec::new();
+    for notify in [false, true] {
+        if notify && b.dialect != Dialect::Postgres {
+            continue;
+        }
+        let locker = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .notify_waiters(notify)
+            .ttl(ttl)
+            .build()?;
+        out.push((notify, locker));
+    }
+    Ok(out)
+}
+
+/// The waiter: runs only in a process started by [`spawn_waiter`].
+#[tokio::test]
+async fn waiter_process() -> anyhow::Result<()> {
+    let Ok(spec) = std::env::var(WAITER) else {
+        return Ok(());
+    };
+    let parts: Vec<&str> = spec.split('|').collect();
+    let [dialect, table, key, ttl_ms, notify] = parts[..] else {
+        anyhow::bail!("bad {WAITER}: {spec}");
+    };
+    let dialect = match dialect {
+        "postgres" => Dialect::Postgres,
+        "mysql" => Dialect::MySql,
+        _ => Dialect::Sqlite,
+    };
+    let b = common::backends_of(table, &[dialect])
+        .await
+        .pop()
+        .context("the waiter's backend")?;
+    let locker = b
+        .builder()
+        .await?
+        .strategy(Strategy::Fair)
+        .notify_waiters(notify == "1")
+        .ttl(Duration::from_millis(ttl_ms.parse()?))
+        .build()?;
+    println!("OWNER {}", locker.owner());
+    let guard = locker.acquire(key).await?;
+    println!("HELD {}", guard.fencing_token());
+    assert!(guard.release().await?, "the lock was lost while held");
+    println!("RELEASED");
+    Ok(())
+}
+
+/// A waiter process of `key`, once the queue shows it.
+async fn spawn_waiter(
+    b: &common::Backend,
+    probe: &Locker,
+    key: &str,
+    ttl: Duration,
+    notify: bool,
+) -> anyhow::Result<Child> {
+    let before = queued(b, probe, key).await?;
+    let spec = format!(
+        "{}|{}|{key}|{}|{}",
+        dialect_name(b.dialect),
+        b.table,
+        ttl.as_millis(),
+        u8::from(notify)
+    );
+    let child = Command::new(std::env::current_exe()?)
+        .args([
+            "waiter_process",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(WAITER, spec)
+        .env("SQLOCK_TEST_PARENT_PID", std::process::id().to_string())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    // Arrived: its place is in the queue before the next waiter starts.
+    until(|| async { Ok(queued(b, probe, key).await? > before) }).await?;
+    Ok(child)
+}
+
+/// The places in `key`'s queue, live or not.
+async fn queued(b: &common::Backend, locker: &Locker, key: &str) -> anyhow::Result<i64> {
+    let q = match b.dialect {
+        Dialect::MySql => format!("`{}_queue`", b.table),
+        _ => format!("\"{}_queue\"", b.table),
+    };
+    b.scalar(
+        locker.pool(),
+        &format!("SELECT COUNT(*) FROM {q} WHERE lock_key = '{key}'"),
+    )
+    .await
+}
+
+/// Waits until `check` holds, for [`DEADLINE`] at most.
+async fn until<F, Fut>(mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let deadline = Instant::now() + DEADLINE;
+    while !check().await? {
+        anyhow::ensure!(Instant::now() < deadline, "the condition never held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// The token a waiter process was granted, once it has released and ended; `None`
+/// when it ended without holding.
+async fn token_of(child: &mut Child) -> anyhow::Result<Option<i64>> {
+    let stdout = child.stdout.take().context("the waiter's stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut token = None;
+    let mut released = false;
+    tokio::time::timeout(DEADLINE, async {
+        while let Some(line) = lines.next_line().await? {
+            // The harness may have begun the line with the test's name.
+            if let Some(at) = line.find("HELD ") {
+                token = Some(line[at + 5..].trim().parse::<i64>()?);
+            }
+            if line.contains("RELEASED") {
+                released = true;
+            }
+        }
+        Ok::<_, anyhow::Error>(())
+    })
+    .await
+    .context("the waiter took too long")??;
+    let status = tokio::time::timeout(DEADLINE, child.wait()).await??;
+    anyhow::ensure!(status.success(), "the waiter failed: {status}");
+    anyhow::ensure!(released || token.is_none(), "held but never released");
+    Ok(token)
+}
+
+#[tokio::test]
+async fn waiters_in_processes_are_served_in_arrival_order() -> anyhow::Result<()> {
+    for b in common::backends("fair_order").await {
+        b.fresh_table().await?;
+        for (notify, holder) in lockers(&b, Duration::from_secs(10)).await? {
+            let key = format!("order-{notify}");
+            let first = holder.acquire(&key).await?;
+            let mut waiters = Vec::new();
+            for _ in 0..4 {
+                waiters
+                    .push(spawn_waiter(&b, &holder, &key, Duration::from_secs(10), notify).await?);
+            }
+            // Released: handed to the first waiter, then from each to the next.
+            let mut last = first.fencing_token();
+            assert!(first.release().await?);
+            for (i, w) in waiters.iter_mut().enumerate() {
+                let token = token_of(w).await?.context("a waiter never held")?;
+                assert!(
+                    token > last,
+                    "{}/{notify}: waiter {i} got token {token} after {last}: out of order",
+                    b.dialect
+                );
+                last = token;
+            }
+            assert_eq!(queued(&b, &holder, &key).await?, 0, "{}", b.dialect);
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_killed_waiter_is_skipped_after_its_ttl() -> anyhow::Result<()> {
+    for b in common::backends("fair_killed").await {
+        b.fresh_table().await?;
+        let ttl = Duration::from_secs(2);
+        for (notify, holder) in lockers(&b, ttl).await? {
+            let key = format!("killed-{notify}");
+            let first = holder.acquire(&key).await?;
+            let mut before = spawn_waiter(&b, &holder, &key, ttl, notify).await?;
+            let mut dead = spawn_waiter(&b, &holder, &key, ttl, notify).await?;
+            let mut after = spawn_waiter(&b, &holder, &key, ttl, notify).await?;
+            // SIGKILL the waiter in the middle, and make sure the kill took.
+            let pid = dead.id().context("the waiter has exited")?;
+            kill(Pid::from_raw(i32::try_from(pid)?), Signal::SIGKILL)?;
+            let status = tokio::time::timeout(DEADLINE, dead.wait()).await??;
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                status.signal(),
+                Some(9),
+                "{}: the kill did not take",
+                b.dialect
+            );
+            assert_eq!(queued(&b, &holder, &key).await?, 3, "{}", b.dialect);
+            assert!(first.release().await?);
+            let t1 = token_of(&mut before)
+                .await?
+                .context("the first waiter never held")?;
+            let t3 = token_of(&mut after)
+                .await?
+                .context("the last waiter never held")?;
+            assert!(t3 > t1, "{}/{notify}: {t3} after {t1}", b.dialect);
+            // The dead waiter's place stays until swept: it lapsed, and nobody is queued.
+            let info = holder.lock_info(&key).await?;
+            assert!(info.is_none(), "{}: {info:?}", b.dialect);
+            holder.sweep(sqlock::SweepOptions::new()).await?;
+            assert_eq!(queued(&b, &holder, &key).await?, 0, "{}", b.dialect);
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_waiter_that_stops_waiting_passes_its_turn_on() -> anyhow::Result<()> {
+    for b in common::backends("fair_cancel").await {
+        b.fresh_table().await?;
+        for (notify, holder) in lockers(&b, Duration::from_secs(10)).await? {
+            let key = format!("cancel-{notify}");
+            let guard = holder.acquire(&key).await?;
+            let (quitter, next) = (holder.new_handle(), holder.new_handle());
+            let k = key.clone();
+            let quitting = tokio::spawn(async move { quitter.acquire(&k).await.map(drop) });
+            until(|| async { Ok(queued(&b, &holder, &key).await? == 1) }).await?;
+            let k = key.clone();
+            let waiting = tokio::spawn(async move {
+                let g = next.acquire(&k).await?;
+                let token = g.fencing_token();
+                g.release().await?;
+                Ok::<_, sqlock::Error>(token)
+            });
+            until(|| async { Ok(queued(&b, &holder, &key).await? == 2) }).await?;
+            // The first waiter's future is dropped: it leaves the queue.
+            quitting.abort();
+            assert!(quitting.await.unwrap_err().is_cancelled());
+            until(|| async { Ok(queued(&b, &holder, &key).await? == 1) }).await?;
+            let held = guard.fencing_token();
+            assert!(guard.release().await?);
+            let token = tokio::time::timeout(DEADLINE, waiting).await???;
+            assert!(token > held, "{}", b.dialect);
+
+            // A deadline met in the queue leaves it too.
+            let guard = holder.acquire(&key).await?;
+            let late = holder.new_handle();
+            let waited = late.acquire_timeout(&key, Duration::from_millis(300)).await;
+            assert!(
+                matches!(waited, Err(sqlock::Error::Timeout { .. })),
+                "{waited:?}"
+            );
+            until(|| async { Ok(queued(&b, &holder, &key).await? == 0) }).await?;
+            assert!(guard.release().await?);
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn try_acquire_never_jumps_the_queue() -> anyhow::Result<()> {
+    for b in common::backends("fair_try").await {
+        b.fresh_table().await?;
+        let holder = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(Duration::from_secs(10))
+            .build()?;
+        let key = "try";
+        // Free and nobody queued: taken at once, and re-entered by its holder.
+        let crashing = holder.new_handle();
+        let guard = crashing.try_acquire(key).await?.context("a free key")?;
+        let again = crashing.try_acquire(key).await?.context("a re-entry")?;
+        assert_eq!(again.hold_count(), 2);
+        assert!(again.release().await?);
+        let waiter = holder.new_handle();
+        let waiting = tokio::spawn(async move { waiter.acquire(key).await });
+        until(|| async { Ok(queued(&b, &holder, key).await? == 1) }).await?;
+        let other = holder.new_handle();
+        assert!(other.try_acquire(key).await?.is_none(), "{}", b.dialect);
+        // Its lease lapses as a crashed holder's would (never released, never renewed
+        // again): with a waiter queued, the free lock is the waiter's, never a
+        // newcomer's.
+        std::mem::forget(guard);
+        drop(crashing);
+        b.expire(holder.pool(), key).await?;
+        for _ in 0..20 {
+            if let Some(g) = other.try_acquire(key).await? {
+                let queued_now = queued(&b, &holder, key).await?;
+                panic!(
+                    "{}: jumped the queue ({queued_now} queued): {g:?}",
+                    b.dialect
+                );
+            }
+        }
+        let g = tokio::time::timeout(DEADLINE, waiting).await???;
+        assert!(g.release().await?);
+        assert_eq!(queued(&b, &holder, key).await?, 0);
+        assert!(other.try_acquire(key).await?.is_some());
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn no_overlap_and_rising_tokens_under_contention() -> anyhow::Result<()> {
+    for b in common::backends("fair_contention").await {
+        b.fresh_table().await?;
+        for (notify, base) in lockers(&b, Duration::from_secs(10)).await? {
+            let key = format!("contended-{notify}");
+            let held = Arc::new(AtomicBool::new(false));
+            let tokens = Arc::new(Mutex::new(Vec::new()));
+            let mut tasks = Vec::new();
+            for _ in 0..4 {
+                let (locker, key) = (base.new_handle(), key.clone());
+                let (held, tokens) = (held.clone(), tokens.clone());
+                tasks.push(tokio::spawn(async move {
+                    for _ in 0..5 {
+                        let guard = locker.acquire(&key).await?;
+                        assert!(!held.swap(true, Ordering::SeqCst), "two holders at once");
+                        tokens.lock().unwrap().push(guard.fencing_token());
+                        tokio::task::yield_now().await;
+                        held.store(false, Ordering::SeqCst);
+                        assert!(guard.release().await?);
+                    }
+                    Ok::<_, sqlock::Error>(())
+                }));
+            }
+            for t in tasks {
+                tokio::time::timeout(DEADLINE, t).await???;
+            }
+            let tokens = tokens.lock().unwrap().clone();
+            assert_eq!(tokens.len(), 20);
+            assert!(
+                tokens.windows(2).all(|w| w[0] < w[1]),
+                "{}: tokens out of grant order: {tokens:?}",
+                b.dialect
+            );
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_key_one_strategy_on_a_brand_new_key() -> anyhow::Result<()> {
+    for b in common::backends("fair_cross").await {
+        b.fresh_table().await?;
+        let fair = b.builder().await?.strategy(Strategy::Fair).build()?;
+        let mut others = vec![Strategy::Lease, Strategy::Insert];
+        if b.dialect != Dialect::Sqlite {
+            others.push(Strategy::ForUpdate);
+        }
+        for other in others {
+            let rival = fair.new_handle();
+            for round in 0..10 {
+                let key = format!("new-{other}-{round}");
+                // Both at once on a key that has no row yet.
+                let (a, o) = tokio::join!(
+                    fair.try_acquire(&key),
+                    rival.lock(&key).strategy(other).try_acquire()
+                );
+                let (a, o) = (a?, o?);
+                assert!(
+                    a.is_none() || o.is_none(),
+                    "{}: fair and {other} both hold {key}",
+                    b.dialect
+                );
+                // The loser sees it held, whichever strategy won.
+                if let Some(g) = a {
+                    assert!(rival
+                        .lock(&key)
+                        .strategy(other)
+                        .try_acquire()
+                        .await?
+                        .is_none());
+                    assert!(g.release().await?);
+                }
+                if let Some(g) = o {
+                    assert!(fair.try_acquire(&key).await?.is_none());
+                    g.release().await?;
+                }
+                // And a fair waiter waits for the other strategy's holder to finish.
+                let key = format!("wait-{other}-{round}");
+                let g = rival.lock(&key).strategy(other).acquire().await?;
+                let waited = fair.acquire_timeout(&key, Duration::from_millis(50)).await;
+                assert!(
+                    matches!(waited, Err(sqlock::Error::Timeout { .. })),
+                    "{waited:?}"
+                );
+                g.release().await?;
+                let f = fair.acquire_timeout(&key, DEADLINE).await?;
+                assert!(rival
+                    .lock(&key)
+                    .strategy(other)
+                    .try_acquire()
+                    .await?
+                    .is_none());
+                assert!(f.release().await?);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn list_shows_waiters_and_force_release_hands_on() -> anyhow::Result<()> {
+    for b in common::backends("fair_admin").await {
+        b.fresh_table().await?;
+        let holder = b.builder().await?.strategy(Strategy::Fair).build()?;
+        let key = "admin";
+        let guard = holder.acquire(key).await?;
+        let waiter = holder.new_handle();
+        let waiting = tokio::spawn(async move { waiter.acquire(key).await });
+        until(|| async { Ok(queued(&b, &holder, key).await? == 1) }).await?;
+        let listed = holder.list().await?;
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].strategy, "fair");
+        assert_eq!(listed[0].waiters, 1, "{}", b.dialect);
+        assert!(holder.force_release(key).await?);
+        let g = tokio::time::timeout(DEADLINE, waiting).await???;
+        assert!(g.fencing_token() > guard.fencing_token());
+        assert!(!guard.release().await?);
+        assert_eq!(holder.lock_info(key).await?.context("held")?.waiters, 0);
+        assert!(g.release().await?);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_grant_handed_to_a_waiter_that_left_goes_on() -> anyhow::Result<()> {
+    for b in common::backends("fair_departed").await {
+        b.fresh_table().await?;
+        // Long places and slow polls: the grant handed to the first waiter stays
+        // untaken until its waiter is gone, and only a handoff, not a lapse, can pass
+        // it on within the test's deadline.
+        let ttl = Duration::from_secs(120);
+        let holder = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(ttl)
+            .poll_interval(Duration::from_secs(30), Duration::from_secs(30))
+            .build()?;
+        let key = "departed";
+        let guard = holder.acquire(key).await?;
+        let (leaving, next) = (holder.new_handle(), holder.new_handle());
+        let leaving_owner = leaving.owner().to_string();
+        let quitting = tokio::spawn(async move { leaving.acquire(key).await.map(drop) });
+        until(|| async { Ok(queued(&b, &holder, key).await? == 1) }).await?;
+        let waiting = tokio::spawn(async move {
+            let g = next.acquire(key).await?;
+            let token = g.fencing_token();
+            g.release().await?;
+            Ok::<_, sqlock::Error>(token)
+        });
+        until(|| async { Ok(queued(&b, &holder, key).await? == 2) }).await?;
+        // Handed to the first waiter, which has not taken it up yet.
+        assert!(guard.release().await?);
+        let info = holder.lock_info(key).await?.context("handed on")?;
+        assert_eq!(info.owner, leaving_owner, "{}", b.dialect);
+        assert_eq!(
+            queued(&b, &holder, key).await?,
+            2,
+            "{}: taken up already",
+            b.dialect
+        );
+        // It stops waiting: the grant goes on to the next waiter, long before its TTL.
+        quitting.abort();
+        let token = tokio::time::timeout(DEADLINE, waiting).await???;
+        assert!(token > info.fencing_token, "{}", b.dialect);
+        assert_eq!(queued(&b, &holder, key).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn postgres_wakes_the_waiter_a_handoff_names() -> anyhow::Result<()> {
+    for b in common::backends_of("fair_named", &[Dialect::Postgres]).await {
+        b.fresh_table().await?;
+        // Polls far apart: within the deadline only the notification can wake the
+        // first waiter to take up its grant.
+        let locker = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .notify_waiters(true)
+            .ttl(Duration::from_secs(600))
+            .poll_interval(Duration::from_secs(300), Duration::from_secs(300))
+            .build()?;
+        let key = "named";
+        let guard = locker.acquire(key).await?;
+        let waiter = locker.new_handle();
+        let waiting = tokio::spawn(async move { waiter.acquire(key).await });
+        until(|| async { Ok(queued(&b, &locker, key).await? == 1) }).await?;
+        let held = guard.fencing_token();
+        assert!(guard.release().await?);
+        let g = tokio::time::timeout(DEADLINE, waiting)
+            .await
+            .context("the waiter the handoff named was not woken")???;
+        assert!(g.fencing_token() > held);
+        assert!(g.release().await?);
+    }
+    Ok(())
+}
