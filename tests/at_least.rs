@@ -232,6 +232,17 @@ async fn bad_holds_are_refused_before_any_sql() -> anyhow::Result<()> {
                 "{d}: {for_update:?}"
             );
         }
+        // A fair lock goes to its next waiter at its release: no hold to keep.
+        let fair = a
+            .lock("k")
+            .strategy(Strategy::Fair)
+            .at_least(Duration::from_secs(1))
+            .try_acquire()
+            .await;
+        assert!(
+            matches!(fair, Err(Error::AtLeastUnsupported { .. })),
+            "{d}: {fair:?}"
+        );
         assert!(a.lock_info("k").await?.is_none(), "{d}: nothing was taken");
     }
     Ok(())
