@@ -266,7 +266,17 @@ pub(crate) async fn release<B: Backend>(b: &B, h: &Held<'_>) -> Result<Option<bo
 
 /// Hands `key` on to its first live waiter if the lock is free or expired (after an
 /// operator's release). `None` when the gate was closed.
+///
+/// A key nobody waits for in the queue is left alone, without taking its gate: an
+/// operator's release of a lease or insert lock wakes that lock's own waiters, whose
+/// attempts would otherwise find the gate closed for a moment and wait for their next
+/// poll. A fair waiter that joins meanwhile is the head, and its own poll hands it the
+/// free lock.
 pub(crate) async fn hand_over<B: Backend>(b: &B, key: &str) -> Result<Option<()>, sqlx::Error> {
+    let queued = B::Db::rows(On::Pool(b.pool(), false), &b.common().fair.head, &Key(key)).await?;
+    if queued.is_empty() {
+        return Ok(Some(()));
+    }
     let Some(mut tx) = gated(b, key).await? else {
         return Ok(None);
     };
