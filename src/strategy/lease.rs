@@ -4,6 +4,8 @@
 //! token-checked statement. They differ at release only: a lease row stays, marked
 //! free; an insert row is deleted, so that a free lock is no row at all.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,9 +97,15 @@ pub(crate) async fn release(
     id: &LockId,
     at_least: Option<Duration>,
 ) -> Result<bool> {
-    // An at-least hold is refused for a fair lock before it is taken.
+    // An at-least hold is refused for a fair lock before it is taken. Boxed, its type
+    // erased: the handoff's transaction nests deep, and every caller's future (a
+    // guard's release, a resignation) would otherwise carry it in its own type, deep
+    // enough for the compiler's layout checks to reach their recursion limit in users'
+    // crates.
     if id.strategy == Strategy::Fair {
-        return super::fair::release(handle, id).await;
+        let handoff: Pin<Box<dyn Future<Output = Result<bool>> + Send + '_>> =
+            Box::pin(super::fair::release(handle, id));
+        return handoff.await;
     }
     release_row(handle, id, at_least).await
 }
