@@ -48,6 +48,7 @@ pub(crate) async fn status(locker: &Locker, key: &str, json: bool) -> Result<i32
                 "expires",
                 format!("{}, in {}", utc(l.expires_at), human(l.expires_in)),
             ),
+            ("fair waiters", l.waiters.to_string()),
         ]),
         (None, false) => print_fields(&[("key", printable(key)), ("state", "free".into())]),
     }

@@ -72,6 +72,20 @@ fn fair_runs_go_in_order_of_arrival() {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
+        // `status` says how many wait, as text and as JSON.
+        let status = b.sqlock(&["status", &k]);
+        assert!(status.status.success(), "{}: {}", b.name, stderr(&status));
+        assert!(
+            stdout(&status)
+                .lines()
+                .any(|l| l.starts_with("fair waiters") && l.ends_with(&format!(" {WAITERS}"))),
+            "{}: {}",
+            b.name,
+            stdout(&status)
+        );
+        let status = b.sqlock(&["status", "--json", &k]);
+        let json: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+        assert_eq!(json["waiters"].as_u64(), Some(WAITERS as u64), "{}", b.name);
         fs::write(&go, "go").unwrap();
         assert_eq!(
             wait_exit(&mut holder, Duration::from_secs(30)),
