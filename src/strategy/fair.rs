@@ -30,11 +30,28 @@ use crate::support::strategy_kind::Strategy;
 use super::attempt::try_once;
 use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
+use super::release::release;
 
 /// How often a waiter behind the first reads its standing, at most (and at least three
 /// times per TTL): one statement a second, and one more to renew its place three times
 /// per TTL.
 const BEHIND: Duration = Duration::from_secs(1);
+
+/// How long a waiter with `ahead` live waiters ahead of it waits before it looks
+/// again, `waited` after it joined, while the queue moved `moved` places: at most
+/// `behind`, and no longer than the queue, at the pace it kept since, takes to bring
+/// the waiter right behind the first (where it looks at the poll interval). Until
+/// the queue has moved, a wait as long as the waiter has waited so far: a few looks
+/// early on, then about one a second, so that a waiter finds a fast queue's pace
+/// before the queue reaches it, and a slow queue costs about one look a second.
+fn behind_delay(waited: Duration, moved: i64, ahead: i64, behind: Duration) -> Duration {
+    let to_go = u32::try_from(ahead - 1).unwrap_or(u32::MAX);
+    let d = match u32::try_from(moved) {
+        Ok(moved) if moved > 0 => (waited / moved).saturating_mul(to_go),
+        _ => waited,
+    };
+    d.min(behind)
+}
 
 /// How often [`acquire`] with `once` tries to join a queue whose gate another
 /// transaction holds, before the key counts as busy.
@@ -201,8 +218,9 @@ async fn wait(
         // When the place was last renewed (as of the statement's sending).
         let mut renewed = sent;
         let mut backoff = Backoff::new(settings.poll_min, settings.poll_max.min(renew));
-        // When a waiter behind the first last looked, and how many were ahead then.
-        let mut last_look: Option<(Instant, i64)> = None;
+        // When the waiter joined (as of its first look behind the first) and how many
+        // were ahead then: the queue's pace since.
+        let mut joined: Option<(Instant, i64)> = None;
         loop {
             if tx.is_closed() {
                 settle(handle, &place, standing).await;
@@ -227,28 +245,10 @@ async fn wait(
                 // to next, as soon as the first has taken it up), look at the poll
                 // interval; the others about once a second.
                 Standing::Waiting { ahead: 0 | 1 } => backoff.next_delay(),
-                // About once a second, or sooner when the queue moves fast enough to
-                // reach this waiter before then: by the pace it moved since the last
-                // look, when the waiter before it would be first.
                 Standing::Waiting { ahead } => {
                     let now = Instant::now();
-                    // The first look after joining comes at the poll interval, so
-                    // that the second knows the queue's pace.
-                    let mut d = if last_look.is_none() {
-                        behind.min(settings.poll_max)
-                    } else {
-                        behind
-                    };
-                    if let Some((at, before)) = last_look {
-                        let moved = u32::try_from(before - ahead).unwrap_or(0);
-                        if moved > 0 {
-                            let per_place = now.saturating_duration_since(at) / moved;
-                            let places = u32::try_from(ahead - 1).unwrap_or(u32::MAX);
-                            d = d.min(per_place.saturating_mul(places));
-                        }
-                    }
-                    last_look = Some((now, ahead));
-                    d.max(settings.poll_min)
+                    let (since, before) = *joined.get_or_insert((now, ahead));
+                    behind_delay(now - since, before - ahead, ahead, behind).max(settings.poll_min)
                 }
             };
             let first = matches!(standing, Standing::Waiting { ahead: 0 });
@@ -349,23 +349,10 @@ async fn give_back(handle: &Handle, key: &str, token: i64) {
         strategy: Strategy::Fair,
         token,
     };
-    if let Err(e) = release(handle, &id).await {
+    if let Err(e) = release(handle, &id, None).await {
         tracing::warn!(key = %key, error = %e,
             "could not give back a fair lock taken for a caller that stopped waiting; \
              it lapses at its expiry");
-    }
-}
-
-/// Gives back one hold of a fair lock, and the last hands it on to the next waiter in
-/// the same transaction: whether it was still ours. Should the key's gate stay taken,
-/// the lock is released alone, and the next poll of the first waiter hands it on.
-pub(crate) async fn release(handle: &Handle, id: &LockId) -> Result<bool> {
-    let held = id.held(&handle.owner_text);
-    let db = &handle.db;
-    match retry_failure(|| db.fair_release(&held)).await {
-        Ok(released) => Ok(released),
-        Err(f) if f.class == Class::Contention => super::lease::release_row(handle, id, None).await,
-        Err(f) => Err(f.error),
     }
 }
 
@@ -394,5 +381,27 @@ impl Drop for Landing {
             let _entered = runtime.enter();
             drop(runtime.spawn(async move { give_back(&handle, &key, grant.token).await }));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_waiter_behind_looks_as_often_as_the_queue_moves_and_about_once_a_second() {
+        let second = Duration::from_secs(1);
+        // Before the queue moves: as long as waited so far, up to a second.
+        assert_eq!(behind_delay(Duration::ZERO, 0, 5, second), Duration::ZERO);
+        assert_eq!(behind_delay(40 * MS, 0, 5, second), 40 * MS);
+        assert_eq!(behind_delay(3 * second, 0, 5, second), second);
+        // A queue moving a place every 10 ms, 4 places from being second: 40 ms.
+        assert_eq!(behind_delay(100 * MS, 10, 5, second), 40 * MS);
+        // A slow queue: about once a second.
+        assert_eq!(behind_delay(10 * second, 2, 9, second), second);
+        // A queue that moved backwards (a waiter ahead rejoined): as if it had not moved.
+        assert_eq!(behind_delay(200 * MS, -1, 3, second), 200 * MS);
     }
 }

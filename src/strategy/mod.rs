@@ -4,7 +4,9 @@
 //! - [`lease`]: the lease and the insert strategies (a row with owner and expiry);
 //! - [`for_update`]: a row lock in an open transaction, and
 //!   [`held_transaction`]: that transaction while it is held;
+//! - [`fair`]: a queue of waiters served in order, each handed the lock in turn;
 //! - [`attempt`]: the cancel-safe attempt every acquisition goes through;
+//! - [`release`]: giving a row's lock back (and a fair lock's handoff), below them all;
 //! - [`handle`]: the state of the handle they work for.
 //!
 //! A request comes in as an [`Ask`]; a grant goes out as a [`Hold`] and the [`LockId`]
@@ -18,6 +20,7 @@ pub(crate) mod grant;
 pub(crate) mod handle;
 pub(crate) mod held_transaction;
 pub(crate) mod lease;
+pub(crate) mod release;
 
 use std::sync::Arc;
 use std::time::Duration;
