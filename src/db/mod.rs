@@ -361,6 +361,11 @@ impl Db {
         on_backend!(self, |b| fair::claim(&**b, p, token).await)
     }
 
+    /// A waiter deletes the place whose grant it took (see [`fair::forget`]).
+    pub(crate) async fn fair_forget(&self, p: &Place<'_>) -> Result<(), Failure> {
+        on_backend!(self, |b| fair::forget(&**b, p).await)
+    }
+
     /// A waiter leaves the queue (see [`fair::leave`]). A closed gate is contention.
     pub(crate) async fn fair_leave(&self, p: &Place<'_>) -> Result<(), Failure> {
         on_backend!(self, |b| fair::leave(&**b, p).await)?

@@ -175,7 +175,7 @@ async fn reenter(handle: &Arc<Handle>, ask: &Ask) -> Outcome {
 /// Joins the queue and waits for the lock; leaves the queue before it returns without
 /// a grant, and as soon as the caller is gone (`tx` closed).
 async fn wait(
-    handle: &Handle,
+    handle: &Arc<Handle>,
     ask: &Ask,
     once: bool,
     tx: &mut oneshot::Sender<Outcome>,
@@ -255,19 +255,40 @@ async fn wait(
             let named = tokio::select! {
                 () = tokio::time::sleep(delay) => None,
                 // Named by a handoff: a grant waits to be taken up.
-                token = woken(&wake) => Some(token),
+                named = woken(&wake) => Some(named),
                 () = tx.closed() => {
                     leave(handle, &place).await;
                     return Ok(None);
                 }
             };
+            // Named with the grant's token and expiry, a waiter whose grant the
+            // watchdog renews takes it as the notification describes it, with no
+            // statement on the way: the handoff made the grant the waiter's, lasting as
+            // long as its place, whose expiry the place's last renewal set. So the grant
+            // is valid from that renewal's sending. The place, left behind, is deleted
+            // in the background (the sweep would remove it once it lapsed).
+            if let Some((token, expires_us)) = named {
+                if token > 0 && expires_us > 0 && ask.renewed {
+                    forget(handle, &place);
+                    sent = renewed;
+                    standing = Standing::Granted(Grant {
+                        owner: handle.owner_text.clone(),
+                        token,
+                        expires_us,
+                        hold_count: 1,
+                        strategy: Strategy::Fair.name().to_owned(),
+                        presence: None,
+                    });
+                    continue;
+                }
+            }
             sent = Instant::now();
             // Behind the head, the place is renewed only when it would otherwise go
             // unrenewed for longer than a third of its TTL before the next look.
             let due = first || sent + behind >= renewed + renew;
             let step = match named {
                 // The grant's token came with the notification: taken up at once.
-                Some(token) if token > 0 => db.fair_claim(&place, token).await,
+                Some((token, _)) if token > 0 => db.fair_claim(&place, token).await,
                 Some(_) => db.fair_stand(&place, due).await,
                 None if first => match db.fair_poll(&place).await {
                     // The gate is taken (another acquisition of the key, a for-update
@@ -277,7 +298,9 @@ async fn wait(
                 },
                 None => db.fair_stand(&place, due).await,
             };
-            if due && !matches!(named, Some(t) if t > 0) {
+            // Only a step that went through renewed the place: the grant a later
+            // handoff names lasts from then.
+            if due && step.is_ok() && !matches!(named, Some((t, _)) if t > 0) {
                 renewed = sent;
             }
             standing = match step {
@@ -314,8 +337,8 @@ fn subscribe(handle: &Handle, ticket: i64) -> Wake {
 }
 
 /// Returns when the waiter was named by a handoff, with the token of the grant it
-/// named (0: look); never without notifications.
-async fn woken(wake: &Wake) -> i64 {
+/// named (0: look) and its expiry; never without notifications.
+async fn woken(wake: &Wake) -> (i64, i64) {
     match wake {
         #[cfg(feature = "postgres")]
         Some(w) => w.woken().await,
@@ -323,6 +346,26 @@ async fn woken(wake: &Wake) -> i64 {
         Some(never) => match *never {},
         None => std::future::pending().await,
     }
+}
+
+/// Deletes, in the background, the place of a waiter that took its grant without a
+/// statement. Should that fail, the place lapses at its TTL (it is renewed no more),
+/// is never handed anything (it holds a grant), and is swept.
+fn forget(handle: &Arc<Handle>, place: &Place<'_>) {
+    let handle = handle.clone();
+    let (key, ticket) = (place.key.to_owned(), place.ticket);
+    tokio::spawn(async move {
+        let place = Place {
+            key: &key,
+            owner: &handle.owner_text,
+            ticket,
+            ttl_us: 0,
+        };
+        if let Err(f) = retry_failure(|| handle.db.fair_forget(&place)).await {
+            tracing::debug!(key = %key, error = %f.error,
+                "could not delete a fair place whose grant was taken; it lapses");
+        }
+    });
 }
 
 /// Ends a wait whose caller is gone: a grant is given back, a place left.
