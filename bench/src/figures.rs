@@ -119,6 +119,9 @@ pub(crate) struct Contended {
     pub(crate) stmts: Snapshot,
     /// Seconds the workers spent waiting for the lock, summed.
     pub(crate) wait_secs: f64,
+    /// A queue standing still (the library only): statements per second of the first
+    /// waiter, and of each waiter behind it, while one holder keeps the key.
+    pub(crate) still: Option<(f64, f64)>,
 }
 
 impl Contended {

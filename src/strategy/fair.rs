@@ -6,10 +6,12 @@
 //! A wait runs in a task of its own, so that no step is ever cut half way: if the
 //! caller stops waiting (its future dropped, its deadline met), the task leaves the
 //! queue after its current step, and a grant it took meanwhile is given back and
-//! handed on. Only the first waiter polls for the lock at the handle's poll interval
-//! (and the one right behind it reads its standing as often, to take up a grant handed
-//! to it without delay); the waiters behind them look about once a second, and a poll
-//! hands the lock to the first live waiter whenever it finds the lock free.
+//! handed on. Only the first waiter polls for the lock at the handle's poll interval;
+//! the waiters behind it read their standing as often as the queue moves (to take up a
+//! grant handed to them without delay once they are first) and about once a second
+//! when it stands still, or, when a handoff's notification names them, only about
+//! once a second; a poll hands the lock to the first live waiter whenever it finds the
+//! lock free.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -37,17 +39,17 @@ use super::release::release;
 /// per TTL.
 const BEHIND: Duration = Duration::from_secs(1);
 
-/// How long a waiter with `ahead` live waiters ahead of it waits before it looks
-/// again, `waited` after it joined, while the queue moved `moved` places: at most
-/// `behind`, and no longer than the queue, at the pace it kept since, takes to bring
-/// the waiter right behind the first (where it looks at the poll interval). Until
+/// How long a waiter with `ahead` live waiters ahead of it (one or more) waits before
+/// it looks again, `waited` after it joined, while the queue moved `moved` places: half
+/// the time the queue, at the pace it kept since, takes to make the waiter the first,
+/// so that it looks a few times per place as it comes near, and at most `behind`. Until
 /// the queue has moved, a wait as long as the waiter has waited so far: a few looks
-/// early on, then about one a second, so that a waiter finds a fast queue's pace
-/// before the queue reaches it, and a slow queue costs about one look a second.
+/// early on, then about one a second. So a waiter finds a fast queue's pace before the
+/// queue reaches it, and a slow or stalled queue costs about one look a second.
 fn behind_delay(waited: Duration, moved: i64, ahead: i64, behind: Duration) -> Duration {
-    let to_go = u32::try_from(ahead - 1).unwrap_or(u32::MAX);
+    let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
     let d = match u32::try_from(moved) {
-        Ok(moved) if moved > 0 => (waited / moved).saturating_mul(to_go),
+        Ok(moved) if moved > 0 => (waited / moved).saturating_mul(ahead) / 2,
         _ => waited,
     };
     d.min(behind)
@@ -241,10 +243,14 @@ async fn wait(
                     leave(handle, &place).await;
                     return Ok(None);
                 }
-                // The first waiter, and the one right behind it (which the lock goes
-                // to next, as soon as the first has taken it up), look at the poll
-                // interval; the others about once a second.
-                Standing::Waiting { ahead: 0 | 1 } => backoff.next_delay(),
+                // The first waiter polls at the poll interval: the lock is handed to it
+                // next.
+                Standing::Waiting { ahead: 0 } => backoff.next_delay(),
+                // Behind it, a waiter that a handoff's notification names needs no
+                // look but to keep its place: about once a second.
+                Standing::Waiting { .. } if wake.is_some() => behind,
+                // Without notifications, as often as the queue moves, and about once a
+                // second when it does not (see `behind_delay`).
                 Standing::Waiting { ahead } => {
                     let now = Instant::now();
                     let (since, before) = *joined.get_or_insert((now, ahead));
@@ -440,10 +446,13 @@ mod tests {
         assert_eq!(behind_delay(Duration::ZERO, 0, 5, second), Duration::ZERO);
         assert_eq!(behind_delay(40 * MS, 0, 5, second), 40 * MS);
         assert_eq!(behind_delay(3 * second, 0, 5, second), second);
-        // A queue moving a place every 10 ms, 4 places from being second: 40 ms.
-        assert_eq!(behind_delay(100 * MS, 10, 5, second), 40 * MS);
+        // A queue moving a place every 10 ms, 5 places from being first: 25 ms.
+        assert_eq!(behind_delay(100 * MS, 10, 5, second), 25 * MS);
+        // Right behind the first, in a queue moving a place every 100 ms: 50 ms.
+        assert_eq!(behind_delay(300 * MS, 3, 1, second), 50 * MS);
         // A slow queue: about once a second.
         assert_eq!(behind_delay(10 * second, 2, 9, second), second);
+        assert_eq!(behind_delay(20 * second, 2, 1, second), second);
         // A queue that moved backwards (a waiter ahead rejoined): as if it had not moved.
         assert_eq!(behind_delay(200 * MS, -1, 3, second), 200 * MS);
     }

@@ -48,6 +48,8 @@ pub(crate) fn to_json(r: &Report, targets: &[Target], args: &BenchArgs) -> Value
                 "statements_by_kind": c.stmts.by_kind_json(),
                 "wait_seconds": c.wait_secs,
                 "statements_per_sec_per_waiter": c.waiter_rate(),
+                "still_first_statements_per_sec": c.still.map(|s| s.0),
+                "still_behind_statements_per_sec": c.still.map(|s| s.1),
             })
         })
         .collect();

@@ -121,6 +121,28 @@ pub(crate) fn tables(r: &Report, targets: &[Target], args: &BenchArgs) -> String
                 "(waking waiters by notification is not available in this build)"
             );
         }
+        let _ = writeln!(
+            o,
+            "\nA queue standing still: {} waiters behind one holder, statements per second",
+            args.waiters
+        );
+        let _ = writeln!(
+            o,
+            "{:<12} {:<21} {:>14} {:>18}",
+            "strategy", "waiting", "first waiter", "each one behind"
+        );
+        for c in &r.contended {
+            if let Some((first, behind)) = c.still {
+                let _ = writeln!(
+                    o,
+                    "{:<12} {:<21} {:>14.2} {:>18.2}",
+                    c.strategy,
+                    c.waiting.name(),
+                    first,
+                    behind
+                );
+            }
+        }
     }
     if let Some(w) = &r.watchdog {
         let _ = writeln!(
