@@ -5,6 +5,7 @@
 //! - [`for_update`]: a row lock in an open transaction, and
 //!   [`held_transaction`]: that transaction while it is held;
 //! - [`attempt`]: the cancel-safe attempt every acquisition goes through;
+//! - [`semaphore`]: k permits of a semaphore taken at once, each a lease;
 //! - [`handle`]: the state of the handle they work for.
 //!
 //! A request comes in as an [`Ask`]; a grant goes out as a [`Hold`] and the [`LockId`]
@@ -18,6 +19,7 @@ pub(crate) mod grant;
 pub(crate) mod handle;
 pub(crate) mod held_transaction;
 pub(crate) mod lease;
+pub(crate) mod semaphore;
 
 use std::sync::Arc;
 use std::time::Duration;
