@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::support::error::Result;
+use crate::support::error::{Error, Result};
 use crate::support::lost::{LostReason, LostSignal};
 
 use super::guard::LockGuard;
@@ -143,8 +143,8 @@ impl SemaphoreGuard {
     ///
     /// # Cancel safety
     ///
-    /// If the future is dropped, the releases not yet made happen in the background,
-    /// as a drop's.
+    /// Cancel safe: the releases run in a task of their own, and finish in the
+    /// background if the future is dropped.
     ///
     /// # Examples
     ///
@@ -160,21 +160,31 @@ impl SemaphoreGuard {
     /// # }
     /// ```
     pub async fn release(mut self) -> Result<bool> {
-        let mut all = true;
-        let mut failed = None;
-        // Taken one by one, so that a dropped future leaves the rest to their drops.
-        while let Some(permit) = self.permits.pop() {
-            match permit.release().await {
-                Ok(held) => all &= held,
-                Err(e) => {
-                    all = false;
-                    failed.get_or_insert(e);
+        let permits = std::mem::take(&mut self.permits);
+        // In a task of its own, so that a caller that stops waiting leaves every
+        // release to finish: a release cut off half way would leave its permit to
+        // lapse at its expiry.
+        let releasing = tokio::spawn(async move {
+            let mut all = true;
+            let mut failed = None;
+            for permit in permits {
+                match permit.release().await {
+                    Ok(held) => all &= held,
+                    Err(e) => {
+                        all = false;
+                        failed.get_or_insert(e);
+                    }
                 }
             }
-        }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(all),
+            match failed {
+                Some(e) => Err(e),
+                None => Ok(all),
+            }
+        });
+        match releasing.await {
+            Ok(released) => released,
+            // The task panicked: the permits it did not give back lapse at their expiry.
+            Err(_) => Err(Error::Database(sqlx::Error::WorkerCrashed)),
         }
     }
 }
