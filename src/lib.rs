@@ -33,6 +33,9 @@
 //! token, and [`Election::lead`] runs the leader's work for as long as leadership
 //! lasts.
 //!
+//! A [`Semaphore`] ([`Locker::semaphore`]) lets at most N holders in at once, each
+//! permit a lease of its own on the same table; k permits are taken all or none.
+//!
 //! # Features
 //!
 //! - `sqlite` (default): SQLite through sqlx's bundled library.
