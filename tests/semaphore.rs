@@ -284,3 +284,84 @@ async fn a_sweep_never_lets_n_plus_one_hold() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+fn send_static<T: Send + 'static>(_: T) {}
+
+fn send_sync_static<T: Send + Sync + 'static>() {}
+
+/// A value of any type, for the type checker only.
+fn any<T>() -> T {
+    unreachable!("only type-checked")
+}
+
+/// The semaphore's types and futures can be moved into spawned tasks: only
+/// type-checked, never called.
+#[allow(dead_code)]
+fn bounds() {
+    send_sync_static::<sqlock::Semaphore>();
+    send_sync_static::<sqlock::SemaphoreGuard>();
+    send_sync_static::<sqlock::SemaphoreInfo>();
+    let locker: Locker = any();
+    let d = Duration::from_millis(1);
+    let s = locker.semaphore("s", 2);
+    send_static(async move { s.try_acquire().await });
+    let s = locker.semaphore("s", 2);
+    send_static(async move { s.acquire().await });
+    let s = locker.semaphore("s", 2);
+    send_static(async move { s.acquire_timeout(d).await });
+    let s = locker.semaphore("s", 2);
+    send_static(async move { s.try_acquire_many(2).await });
+    let s = locker.semaphore("s", 2);
+    send_static(async move { s.acquire_many(2).await });
+    let s = locker.semaphore("s", 2);
+    send_static(async move { s.acquire_many_timeout(2, d).await });
+    let s = locker.semaphore("s", 2);
+    send_static(async move { s.holders().await });
+    let l = locker.clone();
+    send_static(async move { l.semaphores().await });
+    let g: sqlock::SemaphoreGuard = any();
+    send_static(async move { g.release().await });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_is_taken_and_given_back_in_spawned_tasks() -> anyhow::Result<()> {
+    for b in common::backends("sem_spawned").await {
+        let locker = fresh(&b).await?;
+        let sem = locker.semaphore("spawned", 1);
+        let guard = tokio::spawn({
+            let sem = sem.clone();
+            async move { sem.acquire_many(1).await }
+        })
+        .await??;
+        let mut lost = guard.lost();
+        let released = tokio::spawn(async move { guard.release().await }).await??;
+        assert!(released, "{}", b.dialect);
+        // Released, not lost: the signal never fires.
+        assert!(!lost.is_lost());
+        let fired = tokio::time::timeout(Duration::from_millis(50), lost.wait()).await;
+        assert!(fired.is_err(), "{}", b.dialect);
+        assert!(sem.try_acquire().await?.is_some(), "{}", b.dialect);
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_lost_permit_fires_the_set_s_lost_signal() -> anyhow::Result<()> {
+    for b in common::backends("sem_lost").await {
+        fresh(&b).await?;
+        let locker = b.builder().await?.ttl(Duration::from_millis(300)).build()?;
+        let sem = locker.semaphore("lossy", 3);
+        let guard = sem.acquire_many(2).await?;
+        let mut lost = guard.lost();
+        assert!(!guard.is_lost());
+        // An operator frees one permit: its renewal finds it gone.
+        assert!(locker.new_handle().force_release(guard.keys()[1]).await?);
+        let reason = tokio::time::timeout(Duration::from_secs(30), lost.wait()).await?;
+        assert_eq!(reason, sqlock::LostReason::NotHeld, "{}", b.dialect);
+        assert!(guard.is_lost() && guard.lost_reason().is_some());
+        // The release gives back the permit still held, and says one was lost.
+        assert!(!guard.release().await?, "{}", b.dialect);
+        assert!(sem.holders().await?.is_empty(), "{}", b.dialect);
+    }
+    Ok(())
+}
