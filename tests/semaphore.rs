@@ -365,3 +365,57 @@ async fn one_lost_permit_fires_the_set_s_lost_signal() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_permits_under_contention_are_all_or_nothing() -> anyhow::Result<()> {
+    for b in common::backends("sem_many_race").await {
+        let first = fresh(&b).await?;
+        let pool = b.pool().await?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // A monitor reads how many permits the table holds while the workers race.
+        let monitor = tokio::spawn({
+            let (b, pool, stop) = (b.clone(), pool.clone(), stop.clone());
+            async move {
+                let mut most = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    most = most.max(b.held_rows(&pool).await?);
+                    tokio::task::yield_now().await;
+                }
+                anyhow::Ok(most)
+            }
+        });
+        let mut workers = tokio::task::JoinSet::new();
+        for w in 0..6u32 {
+            let sem = first.new_handle().semaphore("race", 4);
+            workers.spawn(async move {
+                let mut granted = 0;
+                for i in 0..15u32 {
+                    let k = 1 + (w + i) % 3;
+                    let got = if i % 2 == 0 {
+                        sem.try_acquire_many(k).await?
+                    } else {
+                        Some(sem.acquire_many_timeout(k, Duration::from_secs(30)).await?)
+                    };
+                    if let Some(g) = got {
+                        anyhow::ensure!(g.permits() == k as usize, "{} of {k}", g.permits());
+                        granted += 1;
+                        tokio::task::yield_now().await;
+                        anyhow::ensure!(g.release().await?, "a permit was lost");
+                    }
+                }
+                anyhow::Ok(granted)
+            });
+        }
+        let mut granted = 0;
+        while let Some(w) = workers.join_next().await {
+            granted += w??;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let most = monitor.await??;
+        assert!(most <= 4, "{}: {most} permits held at once", b.dialect);
+        // Every waiting acquisition (7 per worker) was granted.
+        assert!(granted >= 42, "{}: {granted}", b.dialect);
+        assert_eq!(b.held_rows(&pool).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}

@@ -145,6 +145,7 @@ async fn worker_process() -> anyhow::Result<()> {
         let k = 1 + u32::try_from((seed >> 33) % 2)?;
         let sent = now();
         let g = sem.acquire_many_timeout(k, DEADLINE).await?;
+        anyhow::ensure!(g.permits() == k as usize, "{} permits of {k}", g.permits());
         print(events(Kind::Grant, &g, &owner, sent, now()));
         tokio::time::sleep(Duration::from_millis((seed >> 40) % 15)).await;
         print(release(g, &owner).await?.1);
