@@ -419,3 +419,22 @@ async fn many_permits_under_contention_are_all_or_nothing() -> anyhow::Result<()
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_semaphore_gives_all_its_permits_at_once() -> anyhow::Result<()> {
+    for b in common::backends("sem_largest").await {
+        let locker = fresh(&b).await?;
+        let n = sqlock::MAX_PERMITS;
+        let sem = locker.semaphore("large", n);
+        let all = sem.acquire_many(n).await?;
+        assert_eq!(all.permits(), n as usize, "{}", b.dialect);
+        let slots: std::collections::BTreeSet<&str> = all.keys().into_iter().collect();
+        assert_eq!(slots.len(), n as usize);
+        assert!(slots.contains(format!("semaphore:large#{}", n - 1).as_str()));
+        assert!(sem.try_acquire().await?.is_none(), "{}", b.dialect);
+        assert_eq!(sem.holders().await?.len(), n as usize, "{}", b.dialect);
+        assert!(all.release().await?);
+        assert!(sem.try_acquire_many(n).await?.is_some(), "{}", b.dialect);
+    }
+    Ok(())
+}
