@@ -49,6 +49,13 @@ use super::permits::SemaphoreGuard;
 /// A permit is not a lock: [`Locker::acquire`] refuses the keys of permits
 /// ([`Error::ReservedKey`]).
 ///
+/// # When not to use it
+///
+/// For one holder at a time, take a lock ([`Locker::acquire`]): one statement instead
+/// of a transaction, re-entrant, with presence and notifications. A semaphore's
+/// waiters poll, whatever [`LockerBuilder::notify_waiters`](crate::LockerBuilder::notify_waiters)
+/// says, and its permits record no presence marker.
+///
 /// # Examples
 ///
 /// ```
