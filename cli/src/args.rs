@@ -23,7 +23,8 @@ use sqlock::{Dialect, Strategy, TableName};
 /// Exit status:
 ///   0    success; for `run` and `elect`, the command's own status (128+N when
 ///        signal N ended it); for `status`, the lock is held
-///   64   bad usage or input: key, duration, table name, strategy, any usage error
+///   64   bad usage or input: key, duration, table name, strategy, a --limit other
+///        than the semaphore's N, any usage error
 ///   69   the database is unreachable, or the lock table is missing
 ///   70   an unexpected database or internal error
 ///   75   `run`: the lock was not acquired (busy with --no-wait, or --wait ran out);
