@@ -11,9 +11,9 @@ use tracing::Instrument;
 use crate::db::values::{Limit, Slots};
 use crate::db::Grant;
 use crate::strategy::handle::Handle;
-use crate::strategy::lease::Renewal;
+use crate::strategy::lease::{LeaseHold, Renewal};
 use crate::strategy::semaphore::{self, Grants, PermitAsk};
-use crate::strategy::{Ask, Granted, Hold};
+use crate::strategy::{Hold, LockId};
 use crate::support::error::{Error, Result};
 use crate::support::strategy_kind::Strategy;
 use crate::support::validate;
@@ -496,10 +496,10 @@ impl Semaphore {
         let permits = slots
             .into_iter()
             .map(|slot| {
-                let lease = Ask {
+                let id = LockId {
                     key: slot.key,
                     strategy: Strategy::Lease,
-                    ttl: ask.ttl,
+                    token: slot.token,
                 };
                 let grant = Grant {
                     owner: shared.owner_text.clone(),
@@ -509,9 +509,8 @@ impl Semaphore {
                     strategy: Strategy::Lease.name().to_owned(),
                     presence: None,
                 };
-                let (hold, id, lost) =
-                    Hold::start(shared, &lease, Granted::Lease(grant), sent, renewal);
-                LockGuard::new(Arc::clone(shared), id, hold, lost, None)
+                let (hold, lost) = LeaseHold::start(shared, &id, &grant, sent, renewal);
+                LockGuard::new(Arc::clone(shared), id, Hold::Lease(hold), lost, None)
             })
             .collect();
         SemaphoreGuard::new(ask.name.clone(), permits)

@@ -5,12 +5,16 @@
 //! - [`for_update`]: a row lock in an open transaction, and
 //!   [`held_transaction`]: that transaction while it is held;
 //! - [`attempt`]: the cancel-safe attempt every acquisition goes through;
-//! - [`semaphore`]: k permits of a semaphore taken at once, each a lease;
 //! - [`handle`]: the state of the handle they work for.
+//!
+//! Besides, [`semaphore`] takes k permits of a semaphore at once, each a lease.
 //!
 //! A request comes in as an [`Ask`]; a grant goes out as a [`Hold`] and the [`LockId`]
 //! that names it. A guard holds both and delegates to the hold; which strategy it is
 //! matters here only.
+
+// The semaphore's acquisition: its permits are leases, taken k at once.
+pub(crate) mod semaphore;
 
 pub(crate) mod attempt;
 pub(crate) mod fair;
@@ -19,7 +23,6 @@ pub(crate) mod grant;
 pub(crate) mod handle;
 pub(crate) mod held_transaction;
 pub(crate) mod lease;
-pub(crate) mod semaphore;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -14,16 +14,14 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::db::retry::retry_contention;
 use crate::db::semaphore::{Slot, Taken};
-use crate::db::values::{Permits, Slots};
+use crate::db::values::{Held, Permits, Slots};
 use crate::db::Failure;
 use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
-use crate::support::strategy_kind::Strategy;
 
-use super::grant::LockId;
 use super::handle::Handle;
-use super::lease;
 
 /// How many grants in a row may come back too late to use before a waiting call
 /// reports [`Error::GrantExpired`], as for a lock.
@@ -220,17 +218,17 @@ async fn take(handle: &Handle, ask: &PermitAsk) -> Result<Option<Vec<Slot>>, Fai
     Ok(None)
 }
 
-/// Gives back permits nobody waits for any more; each lapses at its expiry should its
-/// release fail.
+/// Gives back permits nobody waits for any more, by owner and token, retrying
+/// statements that lost a race; each lapses at its expiry should its release fail.
 async fn give_back(handle: &Handle, slots: Vec<Slot>) {
     for slot in slots {
-        let id = LockId {
-            key: slot.key,
-            strategy: Strategy::Lease,
+        let held = Held {
+            key: &slot.key,
+            owner: &handle.owner_text,
             token: slot.token,
         };
-        if let Err(e) = lease::release(handle, &id, None).await {
-            tracing::warn!(key = %id.key, error = %e,
+        if let Err(e) = retry_contention(|| handle.db.lease_release(&held)).await {
+            tracing::warn!(key = %slot.key, error = %e,
                 "could not give back a permit taken for a caller that stopped waiting; \
                  it lapses at its expiry");
         }
