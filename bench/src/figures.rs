@@ -176,6 +176,23 @@ pub(crate) struct ScaleRun {
     pub(crate) explain: Vec<(String, Vec<String>)>,
 }
 
+/// One run of the semaphore part: one primitive with one worker count.
+#[derive(Debug, Clone)]
+pub(crate) struct SemaphoreRun {
+    pub(crate) what: &'static str,
+    pub(crate) workers: usize,
+    pub(crate) ops: u64,
+    pub(crate) secs: f64,
+    pub(crate) latency: Samples,
+}
+
+impl SemaphoreRun {
+    /// Acquire+release cycles per second.
+    pub(crate) fn per_sec(&self) -> f64 {
+        per(self.ops, self.secs)
+    }
+}
+
 /// Everything one run measured.
 #[derive(Debug, Clone)]
 pub(crate) struct Report {
@@ -193,6 +210,7 @@ pub(crate) struct Report {
     pub(crate) round_trips: Vec<RoundTrips>,
     pub(crate) contended: Vec<Contended>,
     pub(crate) watchdog: Option<WatchdogRun>,
+    pub(crate) semaphore: Vec<SemaphoreRun>,
     pub(crate) scale: Option<ScaleRun>,
     pub(crate) peers: Option<PeersRun>,
 }

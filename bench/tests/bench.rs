@@ -74,6 +74,15 @@ fn bench_runs(b: Backend) {
     assert_eq!(report["backend"], b.name);
     assert!(report["server"].as_str().is_some_and(|s| !s.is_empty()));
 
+    // The semaphore beside the mutex, with 1 and 8 workers.
+    let semaphore = report["semaphore"].as_array().expect("semaphore rows");
+    assert_eq!(semaphore.len(), 4, "{}: {semaphore:?}", b.name);
+    assert!(
+        semaphore.iter().all(|r| number(r, "ops_per_sec") > 0.0),
+        "{}: {semaphore:?}",
+        b.name
+    );
+
     let rows = report["uncontended"].as_array().expect("uncontended rows");
     let strategies = b.strategies();
     // Library and raw per strategy, native locks on servers, Redis when given; twice.

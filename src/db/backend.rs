@@ -41,6 +41,8 @@ pub(crate) struct Common {
     pub(crate) elect_claim: Statement<Claim<'static>>,
     pub(crate) elect_leader: Statement<Key<'static>>,
     pub(crate) fair: Fair,
+    /// The semaphore's statements (`semaphore.rs`).
+    pub(crate) semaphore: super::semaphore::Statements,
 }
 
 /// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
@@ -79,6 +81,7 @@ pub(crate) struct CommonTemplates {
     /// `fair_gate`, `_enqueue`, `_renew`, `_status`, `_head`, `_ensure`, `_take`,
     /// `_mark`, `_leave`, `_sweep`, in that order.
     pub(crate) fair: [&'static str; 10],
+    pub(crate) semaphore: super::semaphore::Templates,
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -120,6 +123,7 @@ macro_rules! common_templates {
                 sql!($dir, "fair_leave"),
                 sql!($dir, "fair_sweep"),
             ],
+            semaphore: $crate::db::semaphore::semaphore_templates!($dir),
         }
     }};
 }
@@ -154,6 +158,7 @@ impl Common {
                 leave: target.render(t.fair[8]),
                 sweep: target.render(t.fair[9]),
             },
+            semaphore: super::semaphore::Statements::render(&t.semaphore, target),
         }
     }
 }

@@ -41,11 +41,15 @@ pub(crate) enum Param {
     Identity,
     AtLeastUs,
     Ticket,
+    // A semaphore's N, how many permits an acquisition takes, its slots' key prefix.
+    Permits,
+    Count,
+    Prefix,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 18] = [
+    const NAMES: [(Self, &'static str); 21] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -64,13 +68,16 @@ impl Param {
         (Self::Identity, "identity"),
         (Self::AtLeastUs, "at_least_us"),
         (Self::Ticket, "ticket"),
+        (Self::Permits, "permits"),
+        (Self::Count, "count"),
+        (Self::Prefix, "prefix"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 18] = {
-        let mut all = [Self::Key; 18];
+    pub(crate) const ALL: [Self; 21] = {
+        let mut all = [Self::Key; 21];
         let mut i = 0;
-        while i < 18 {
+        while i < 21 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }

@@ -9,9 +9,14 @@
 //! - [`release`]: giving a row's lock back (and a fair lock's handoff), below them all;
 //! - [`handle`]: the state of the handle they work for.
 //!
+//! Besides, [`semaphore`] takes k permits of a semaphore at once, each a lease.
+//!
 //! A request comes in as an [`Ask`]; a grant goes out as a [`Hold`] and the [`LockId`]
 //! that names it. A guard holds both and delegates to the hold; which strategy it is
 //! matters here only.
+
+// The semaphore's acquisition: its permits are leases, taken k at once.
+pub(crate) mod semaphore;
 
 pub(crate) mod attempt;
 pub(crate) mod fair;
