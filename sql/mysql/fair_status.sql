@@ -1,10 +1,17 @@
--- A waiter's standing: the fencing token of the grant handed to it (0 for none), and
--- how many live waiters are ahead of it. No row when its place is gone.
+-- A waiter's standing: the fencing token of the grant handed to it (0 for none), how
+-- many live waiters are ahead of it, and whether the lock is free to hand on (1: no
+-- row, a free row or a lapsed lease; the first waiter then polls under the key's
+-- gate, which hands it on). No row when its place is gone.
 SELECT CAST(COALESCE(q.granted_token, 0) AS SIGNED),
        CAST((SELECT count(*) FROM `{table}_queue` AS a
              WHERE a.lock_key = q.lock_key
                AND a.ticket < q.ticket
-               AND a.expires_at > UTC_TIMESTAMP(6)) AS SIGNED)
+               AND a.expires_at > UTC_TIMESTAMP(6)) AS SIGNED),
+       CAST(CASE WHEN EXISTS (SELECT 1 FROM `{table}` AS l
+                              WHERE l.lock_key = q.lock_key
+                                AND l.locked
+                                AND l.expires_at > UTC_TIMESTAMP(6))
+                 THEN 0 ELSE 1 END AS SIGNED)
 FROM `{table}_queue` AS q
 WHERE q.ticket = :ticket
   AND q.lock_key = :key

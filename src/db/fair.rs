@@ -20,8 +20,10 @@ pub(crate) enum Standing {
     /// The lock is the waiter's: the grant, taken up (its expiry pushed to the TTL
     /// the waiter asked for) and its place left.
     Granted(Grant),
-    /// Still waiting, with this many live waiters ahead.
-    Waiting { ahead: i64 },
+    /// Still waiting, with this many live waiters ahead; `free` when the lock was
+    /// free to hand on (no live lease on the key), which the first waiter's poll,
+    /// under the key's gate, does.
+    Waiting { ahead: i64, free: bool },
     /// The place lapsed (and was skipped) or is gone: the waiter joins again.
     Gone,
 }
@@ -90,16 +92,21 @@ async fn hand_on<B: Backend>(
     Ok(Some((ticket, token)))
 }
 
-/// The waiter's place as it stands: the token of the grant handed to it (0 for none)
-/// and how many live waiters are ahead; `None` when the place is gone.
+/// The waiter's place as it stands: the token of the grant handed to it (0 for none),
+/// how many live waiters are ahead, and whether the lock is free to hand on; `None`
+/// when the place is gone.
 async fn status<B: Backend>(
     b: &B,
     conn: &mut Conn<B>,
     p: &Place<'_>,
-) -> Result<Option<(i64, i64)>, sqlx::Error> {
+) -> Result<Option<(i64, i64, bool)>, sqlx::Error> {
     let rows = B::Db::rows(On::Conn(conn), &b.common().fair.status, p).await?;
     match rows.first() {
-        Some(row) => Ok(Some((B::Db::int(row, 0)?, B::Db::int(row, 1)?))),
+        Some(row) => Ok(Some((
+            B::Db::int(row, 0)?,
+            B::Db::int(row, 1)?,
+            B::Db::int(row, 2)? != 0,
+        ))),
         None => Ok(None),
     }
 }
@@ -146,8 +153,8 @@ async fn standing<B: Backend>(
 ) -> Result<Standing, sqlx::Error> {
     match status(b, &mut *conn, p).await? {
         None => Ok(Standing::Gone),
-        Some((0, ahead)) => Ok(Standing::Waiting { ahead }),
-        Some((token, _)) => take_up(b, conn, p, token).await,
+        Some((0, ahead, free)) => Ok(Standing::Waiting { ahead, free }),
+        Some((token, _, _)) => take_up(b, conn, p, token).await,
     }
 }
 
@@ -246,7 +253,7 @@ pub(crate) async fn leave<B: Backend>(b: &B, p: &Place<'_>) -> Result<Option<()>
         return Ok(None);
     };
     let f = &b.common().fair;
-    if let Some((token, _)) = status(b, &mut tx, p).await?.filter(|(t, _)| *t != 0) {
+    if let Some((token, _, _)) = status(b, &mut tx, p).await?.filter(|(t, _, _)| *t != 0) {
         let held = Held {
             key: p.key,
             owner: p.owner,

@@ -219,7 +219,9 @@ async fn wait(
         let wake = subscribe(handle, place.ticket);
         // When the place was last renewed (as of the statement's sending).
         let mut renewed = sent;
-        let mut backoff = Backoff::new(settings.poll_min, settings.poll_max.min(renew));
+        // The first waiter's polls, at most this far apart.
+        let head_cap = settings.poll_max.min(renew);
+        let mut backoff = Backoff::new(settings.poll_min, head_cap);
         // When the waiter joined (as of its first look behind the first) and how many
         // were ahead then: the queue's pace since.
         let mut joined: Option<(Instant, i64)> = None;
@@ -245,19 +247,19 @@ async fn wait(
                 }
                 // The first waiter polls at the poll interval: the lock is handed to it
                 // next.
-                Standing::Waiting { ahead: 0 } => backoff.next_delay(),
+                Standing::Waiting { ahead: 0, .. } => backoff.next_delay(),
                 // Behind it, a waiter that a handoff's notification names needs no
                 // look but to keep its place: about once a second.
                 Standing::Waiting { .. } if wake.is_some() => behind,
                 // Without notifications, as often as the queue moves, and about once a
                 // second when it does not (see `behind_delay`).
-                Standing::Waiting { ahead } => {
+                Standing::Waiting { ahead, .. } => {
                     let now = Instant::now();
                     let (since, before) = *joined.get_or_insert((now, ahead));
                     behind_delay(now - since, before - ahead, ahead, behind).max(settings.poll_min)
                 }
             };
-            let first = matches!(standing, Standing::Waiting { ahead: 0 });
+            let first = matches!(standing, Standing::Waiting { ahead: 0, .. });
             let named = tokio::select! {
                 () = tokio::time::sleep(delay) => None,
                 // Named by a handoff: a grant waits to be taken up.
@@ -289,18 +291,34 @@ async fn wait(
                 }
             }
             sent = Instant::now();
-            // Behind the head, the place is renewed only when it would otherwise go
-            // unrenewed for longer than a third of its TTL before the next look.
-            let due = first || sent + behind >= renewed + renew;
+            // The place is renewed only when it would otherwise go unrenewed for
+            // longer than a third of its TTL before the next look.
+            let next_look = if first { head_cap } else { behind };
+            let due = sent + next_look >= renewed + renew;
             let step = match named {
                 // The grant's token came with the notification: taken up at once.
                 Some((token, _)) if token > 0 => db.fair_claim(&place, token).await,
                 Some(_) => db.fair_stand(&place, due).await,
-                None if first => match db.fair_poll(&place).await {
-                    // The gate is taken (another acquisition of the key, a for-update
-                    // holder): the place is kept all the same.
-                    Err(f) if f.class == Class::Contention => db.fair_stand(&place, true).await,
-                    polled => polled,
+                // The first waiter reads its standing (one statement, no gate), and
+                // polls under the key's gate only when the lock is free to hand on:
+                // released without a handoff, lapsed, or never taken. A release hands
+                // it the lock by itself.
+                None if first => match db.fair_stand(&place, due).await {
+                    Ok(Standing::Waiting {
+                        ahead: 0,
+                        free: true,
+                    }) => {
+                        match db.fair_poll(&place).await {
+                            // The gate is taken (another acquisition of the key, a
+                            // for-update holder): the place is kept all the same.
+                            Err(f) if f.class == Class::Contention => Ok(Standing::Waiting {
+                                ahead: 0,
+                                free: false,
+                            }),
+                            polled => polled,
+                        }
+                    }
+                    stood => stood,
                 },
                 None => db.fair_stand(&place, due).await,
             };
@@ -312,7 +330,10 @@ async fn wait(
             standing = match step {
                 Ok(standing) => standing,
                 // Another transaction held a row the step needed: try again later.
-                Err(f) if f.class == Class::Contention => Standing::Waiting { ahead: 0 },
+                Err(f) if f.class == Class::Contention => Standing::Waiting {
+                    ahead: 0,
+                    free: false,
+                },
                 Err(f) => {
                     leave(handle, &place).await;
                     return Err(f.error);
