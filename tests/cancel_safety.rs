@@ -154,15 +154,17 @@ async fn deadline_is_honoured() -> anyhow::Result<()> {
             ),
         }
         assert!(elapsed >= timeout);
-        // Generous slack: this checks that the deadline bounds the wait, not speed.
+        // Generous slack: this checks that the deadline bounds the wait (rather than
+        // waiting for the holder), not speed, on a machine that may be loaded.
         assert!(
-            elapsed < timeout + Duration::from_secs(2),
+            elapsed < timeout + Duration::from_secs(10),
             "{} {strategy}: {elapsed:?}",
             b.dialect
         );
         assert!(g.release().await?);
-        // A free lock within the deadline is granted.
-        let got = other.acquire_timeout("k", timeout).await?;
+        // A free lock is granted within a deadline (a long one: whether it is granted
+        // is the point, not how fast).
+        let got = other.acquire_timeout("k", Duration::from_secs(30)).await?;
         assert!(got.release().await?);
     }
     Ok(())

@@ -11,7 +11,7 @@
 
 use super::backend::Backend;
 use super::outcome::Grant;
-use super::runner::{checked_out, On, Runner};
+use super::runner::{self, On, Runner};
 use super::values::{Extend, Held, Key, Mark, Place, Sweep};
 
 /// A waiter's standing, as a step found it.
@@ -37,8 +37,7 @@ type Tx<B> = sqlx::Transaction<'static, <B as Backend>::Db>;
 /// A transaction with the key's gate taken; `None` when another transaction holds the
 /// gate (a for-update holder, an acquisition of the key under way).
 async fn gated<B: Backend>(b: &B, key: &str) -> Result<Option<Tx<B>>, sqlx::Error> {
-    let mut tx = b.pool().begin().await?;
-    checked_out();
+    let mut tx = runner::begin(b.pool()).await?;
     let open = B::Db::execute(On::Conn(&mut *tx), &b.common().fair.gate, &Key(key)).await? > 0;
     if open {
         Ok(Some(tx))
@@ -218,8 +217,7 @@ pub(crate) async fn stand<B: Backend>(
     renew: bool,
 ) -> Result<Standing, sqlx::Error> {
     let f = &b.common().fair;
-    let mut conn = b.pool().acquire().await?;
-    checked_out();
+    let mut conn = runner::acquire(b.pool()).await?;
     if renew && B::Db::execute(On::Conn(&mut *conn), &f.renew, p).await? == 0 {
         return Ok(Standing::Gone);
     }
@@ -233,8 +231,7 @@ pub(crate) async fn claim<B: Backend>(
     p: &Place<'_>,
     token: i64,
 ) -> Result<Standing, sqlx::Error> {
-    let mut conn = b.pool().acquire().await?;
-    checked_out();
+    let mut conn = runner::acquire(b.pool()).await?;
     take_up(b, &mut conn, p, token).await
 }
 

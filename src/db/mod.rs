@@ -41,7 +41,7 @@ use std::time::Duration;
 
 pub use dialect::Dialect;
 pub(crate) use outcome::{Elected, Failure, Grant, Listed, Renewal};
-pub(crate) use runner::{checked_out, noting_checkout};
+pub(crate) use runner::noting_checkout;
 pub use transaction::DbTransaction;
 
 use crate::support::error::{Class, Result};

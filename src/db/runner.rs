@@ -37,6 +37,39 @@ pub(crate) fn checked_out() {
     let _ = CHECKED_OUT.try_with(|flag| flag.store(true, Ordering::Relaxed));
 }
 
+/// Notes, for the attempt this runs in, that `pool` has a connection to give it as it
+/// asks (one idle, or room to open one). sqlx takes an idle connection out of the pool
+/// before it checks it (a ping, by default) and counts one it opens before it is open:
+/// meanwhile the pool looks exhausted, though the connection is this attempt's. A
+/// deadline met then, on a loaded machine, is the attempt's timeout, not an exhausted
+/// pool. (Should another task take the idle connection first, a deadline met waiting
+/// for the next one is reported as a timeout too, the wider of the two answers.)
+fn note_room<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) {
+    if pool.num_idle() > 0 || pool.size() < pool.options().get_max_connections() {
+        checked_out();
+    }
+}
+
+/// A transaction on a connection of `pool`, noted as the attempt's (see [`note_room`]).
+pub(crate) async fn begin<DB: sqlx::Database>(
+    pool: &sqlx::Pool<DB>,
+) -> Result<sqlx::Transaction<'static, DB>, sqlx::Error> {
+    note_room(pool);
+    let tx = pool.begin().await?;
+    checked_out();
+    Ok(tx)
+}
+
+/// A connection of `pool`, noted as the attempt's (see [`note_room`]).
+pub(crate) async fn acquire<DB: sqlx::Database>(
+    pool: &sqlx::Pool<DB>,
+) -> Result<sqlx::pool::PoolConnection<DB>, sqlx::Error> {
+    note_room(pool);
+    let conn = pool.acquire().await?;
+    checked_out();
+    Ok(conn)
+}
+
 /// A boxed, `Send` future of a statement's outcome.
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 'a>>;
 
@@ -188,6 +221,7 @@ macro_rules! on {
                 $run.await
             }
             On::Pool(pool, in_tx) if in_tx || $s.is_pinned() => {
+                note_room(pool);
                 let mut tx = pool.begin().await?;
                 checked_out();
                 let outcome = {
@@ -208,6 +242,7 @@ macro_rules! on {
                 }
             }
             On::Pool(pool, _) => {
+                note_room(pool);
                 let mut conn = pool.acquire().await?;
                 checked_out();
                 let $ex = &mut *conn;

@@ -5,7 +5,7 @@
 
 use super::backend::Backend;
 use super::outcome::Listed;
-use super::runner::{checked_out, listed, On, Runner};
+use super::runner::{self, listed, On, Runner};
 use super::statement::{Statement, Target};
 use super::values::{Key, Limit, Permits, Slots};
 
@@ -93,8 +93,7 @@ pub(crate) async fn take<B: Backend>(
     slots: &Slots<'_>,
 ) -> Result<Taken, sqlx::Error> {
     let s = &b.common().semaphore;
-    let mut tx = b.pool().begin().await?;
-    checked_out();
+    let mut tx = runner::begin(b.pool()).await?;
     let gate = B::Db::rows(On::Conn(&mut *tx), &s.gate, &Key(p.name)).await?;
     let recorded = match gate.first() {
         Some(row) => i64::from(B::Db::int32(row, 0)?),

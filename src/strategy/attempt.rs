@@ -44,9 +44,13 @@ pub(crate) async fn attempt(
     // holding it for a moment: the answer is known once it has given it back. That
     // attempt had a connection (or waited for one alongside this): a wait held up by it
     // was served by the pool, which is not exhausted on its account.
-    if handle.attempts_settled(&ask.key).await {
+    // Noted before the wait, not after it: the caller's deadline may fall while this
+    // waits (a for-update attempt cut off waits in the database to the end of its
+    // slice, holding the connection).
+    if handle.attempt_under_way(&ask.key) {
         reached.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    handle.attempts_settled(&ask.key).await;
     let in_flight = handle.attempt_started(&ask.key);
     let sent = Instant::now();
     let task_handle = handle.clone();

@@ -145,7 +145,7 @@ async fn run(
     tx: &mut oneshot::Sender<Outcome>,
 ) -> (Outcome, Option<InFlight>) {
     tokio::select! {
-        _ = handle.attempts_settled(&ask.key) => {}
+        () = handle.attempts_settled(&ask.key) => {}
         () = tx.closed() => return (Ok(None), None),
     }
     match reenter(handle, ask).await {

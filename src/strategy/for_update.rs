@@ -23,9 +23,9 @@
 use std::time::Duration;
 
 use crate::db::backend::{Backend, Gate, RowLocks};
-use crate::db::runner::{On, Runner};
+use crate::db::runner::{self, On, Runner};
 use crate::db::values::{Bound, Key, RowGrant};
-use crate::db::{checked_out, Dialect, Failure, OnRowLocks};
+use crate::db::{Dialect, Failure, OnRowLocks};
 use crate::support::error::{Class, Error};
 
 use super::grant::{Ask, Granted};
@@ -117,8 +117,7 @@ enum Taken<B: Backend> {
 async fn take<B: RowLocks>(b: &B, t: &Take<'_>) -> Result<Taken<B>, sqlx::Error> {
     let key = Key(t.key);
     b.prepare(&key).await?;
-    let mut tx = b.pool().begin().await?;
-    checked_out();
+    let mut tx = runner::begin(b.pool()).await?;
     let mut locked = lock_row(b, &mut tx, t).await?;
     if matches!(locked, LockRow::NoRow) {
         // The key has no row yet (or, on MariaDB, no more: the sweeper took it since

@@ -114,20 +114,22 @@ impl Handle {
     /// caller stopped waiting may hold the key for a moment before it gives it back,
     /// and a new attempt would then find a free key busy. Such an attempt ends within
     /// its own bound (one statement, or one for-update wait of at most a second).
-    /// Whether there was one to wait for.
-    pub(crate) async fn attempts_settled(&self, key: &str) -> bool {
-        let mut waited = false;
+    pub(crate) async fn attempts_settled(&self, key: &str) {
         loop {
             let ended = self.attempt_ended.notified();
             tokio::pin!(ended);
             // Registered before the count is read, so that no end is missed.
             ended.as_mut().enable();
             if !self.attempts().contains_key(key) {
-                return waited;
+                return;
             }
-            waited = true;
             ended.await;
         }
+    }
+
+    /// Whether an attempt of this handle on `key` is under way.
+    pub(crate) fn attempt_under_way(&self, key: &str) -> bool {
+        self.attempts().contains_key(key)
     }
 
     fn attempts(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
