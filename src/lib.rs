@@ -124,6 +124,7 @@ pub use api::election::{Election, DEFAULT_OBSERVE_POLL};
 pub use api::guard::LockGuard;
 pub use api::leadership::{LeaderTerm, Leadership};
 pub use api::locker::Locker;
+pub use api::multi::{MultiLockGuard, MultiLockRequest, MAX_MULTI_LOCK_KEYS};
 pub use api::observe::{Leader, LeaderWatch};
 pub use api::request::LockRequest;
 pub use db::fence::FenceConnection;

@@ -10,6 +10,7 @@ pub(crate) mod fence;
 pub(crate) mod guard;
 pub(crate) mod leadership;
 pub(crate) mod locker;
+pub(crate) mod multi;
 pub(crate) mod observe;
 pub(crate) mod request;
 pub(crate) mod sweeping;

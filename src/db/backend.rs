@@ -19,7 +19,8 @@ use super::runner::{elected, grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{
-    Acquire, Bound, Claim, Extend, Held, Key, Limit, Mark, Place, Release, Renew, RowGrant, Sweep,
+    Acquire, AcquireAll, Bound, Claim, Extend, Held, Key, Limit, Mark, Place, Release, Renew,
+    RowGrant, Sweep,
 };
 
 /// The statements every server has, rendered for one table.
@@ -210,6 +211,15 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         false
     }
 
+    /// Whether `e` failed a statement of an explicit transaction because the sequence
+    /// it drew a token from was being written by another transaction for a moment
+    /// (MariaDB, whose sequence writes commit on their own and cannot wait under a
+    /// lock wait timeout of zero): contention, worth another try.
+    fn is_sequence_busy(e: &sqlx::Error) -> bool {
+        let _ = e;
+        false
+    }
+
     /// The crate error for a failed statement of this server, sorted by its class.
     fn failure(&self, source: sqlx::Error) -> Failure {
         // Every strategy draws its connections from the application's pool.
@@ -243,6 +253,16 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
             let s = &self.common().lease_acquire;
             grants(self.pool(), s, a, false).await
         }
+    }
+
+    /// A multi-lock's attempt: every key of `all`, or none (`multi.rs`). By default one
+    /// transaction with the lease's statement per key; a server that can take them
+    /// all in one statement overrides it.
+    fn lease_acquire_all(
+        &self,
+        all: &AcquireAll<'_>,
+    ) -> impl Future<Output = Result<super::multi::Taken, sqlx::Error>> + Send {
+        async move { super::multi::acquire_all(self, all).await }
     }
 
     /// After a release or an extension found its row locked: whether the lease is

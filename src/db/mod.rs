@@ -17,6 +17,7 @@ pub(crate) mod backend;
 mod dialect;
 pub(crate) mod fair;
 pub(crate) mod fence;
+pub(crate) mod multi;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod outcome;
@@ -258,6 +259,15 @@ impl Db {
 
     pub(crate) async fn lease_acquire(&self, a: &Acquire<'_>) -> Result<Vec<Grant>, Failure> {
         on_backend!(self, |b| b.lease_acquire(a).await)
+    }
+
+    /// A multi-lock's attempt: every key of `all` (sorted, distinct), or none
+    /// (`multi.rs`).
+    pub(crate) async fn lease_acquire_all(
+        &self,
+        all: &values::AcquireAll<'_>,
+    ) -> Result<multi::Taken, Failure> {
+        on_backend!(self, |b| b.lease_acquire_all(all).await)
     }
 
     /// The insert strategy's release of its last hold: whether it deleted the row.

@@ -150,6 +150,12 @@ impl Backend for MariaDb {
         matches!(error_number(e), Some(1205 | 3572))
     }
 
+    /// ER_ERROR_DURING_COMMIT: a NEXTVAL in an explicit transaction whose write to the
+    /// sequence met another transaction's under a lock wait timeout of zero.
+    fn is_sequence_busy(e: &sqlx::Error) -> bool {
+        matches!(error_number(e), Some(1180))
+    }
+
     /// On a node of a Galera cluster the statement runs in an explicit transaction:
     /// Galera certifies an autocommit statement at its COMMIT, after MariaDB has sent
     /// the RETURNING row, and sqlx cannot read an error that follows rows. In an

@@ -41,11 +41,13 @@ pub(crate) enum Param {
     Identity,
     AtLeastUs,
     Ticket,
+    /// A multi-lock's keys, as a JSON array.
+    Keys,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 18] = [
+    const NAMES: [(Self, &'static str); 19] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -64,13 +66,14 @@ impl Param {
         (Self::Identity, "identity"),
         (Self::AtLeastUs, "at_least_us"),
         (Self::Ticket, "ticket"),
+        (Self::Keys, "keys"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 18] = {
-        let mut all = [Self::Key; 18];
+    pub(crate) const ALL: [Self; 19] = {
+        let mut all = [Self::Key; 19];
         let mut i = 0;
-        while i < 18 {
+        while i < 19 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }

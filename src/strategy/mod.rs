@@ -18,6 +18,7 @@ pub(crate) mod grant;
 pub(crate) mod handle;
 pub(crate) mod held_transaction;
 pub(crate) mod lease;
+pub(crate) mod multi;
 
 use std::sync::Arc;
 use std::time::Duration;

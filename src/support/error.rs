@@ -321,6 +321,23 @@ pub enum Error {
     /// Occurs when the database reports an error sqlock does not handle itself.
     #[error("database error")]
     Database(#[from] sqlx::Error),
+
+    // --- Multi-locks and read-write locks.
+    /// Occurs when a multi-lock ([`Locker::lock_many`](crate::Locker::lock_many)) is
+    /// given no key. Reported before any SQL is sent.
+    #[error("a multi-lock needs at least one key")]
+    NoKeys,
+
+    /// Occurs when a multi-lock is given more distinct keys than
+    /// [`MAX_MULTI_LOCK_KEYS`](crate::MAX_MULTI_LOCK_KEYS). Reported before any SQL is
+    /// sent.
+    #[error("a multi-lock of {count} keys is over the limit of {max}")]
+    TooManyKeys {
+        /// How many distinct keys were given.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 /// How sqlock reacts to a database error.
