@@ -127,6 +127,7 @@ pub use api::locker::Locker;
 pub use api::multi::{MultiLockGuard, MultiLockRequest, MAX_MULTI_LOCK_KEYS};
 pub use api::observe::{Leader, LeaderWatch};
 pub use api::request::LockRequest;
+pub use api::rwlock::{RwLockRequest, MAX_RWLOCK_NAME_BYTES};
 pub use db::fence::FenceConnection;
 // What `FenceConnection`'s sealed method names; not for use outside sqlock.
 #[doc(hidden)]

@@ -13,4 +13,5 @@ pub(crate) mod locker;
 pub(crate) mod multi;
 pub(crate) mod observe;
 pub(crate) mod request;
+pub(crate) mod rwlock;
 pub(crate) mod sweeping;

@@ -19,8 +19,8 @@ use super::runner::{elected, grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{
-    Acquire, AcquireAll, Bound, Claim, Extend, Held, Key, Limit, Mark, Place, Release, Renew,
-    RowGrant, Sweep,
+    Acquire, AcquireAll, Bound, Claim, Extend, Held, Key, Limit, Mark, Party, Place, Release,
+    Renew, RowGrant, Sweep,
 };
 
 /// The statements every server has, rendered for one table.
@@ -42,6 +42,16 @@ pub(crate) struct Common {
     pub(crate) elect_claim: Statement<Claim<'static>>,
     pub(crate) elect_leader: Statement<Key<'static>>,
     pub(crate) fair: Fair,
+    pub(crate) rw: Rw,
+}
+
+/// The read-write lock's statements (`rw_*.sql`), every server's (`rw.rs`).
+#[derive(Debug, Clone)]
+pub(crate) struct Rw {
+    /// A read hold, in a transaction holding the key's gate.
+    pub(crate) read: Statement<Acquire<'static>>,
+    /// How many live read holds other owners have.
+    pub(crate) readers: Statement<Party<'static>>,
 }
 
 /// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
@@ -80,6 +90,8 @@ pub(crate) struct CommonTemplates {
     /// `fair_gate`, `_enqueue`, `_renew`, `_status`, `_head`, `_ensure`, `_take`,
     /// `_mark`, `_leave`, `_sweep`, in that order.
     pub(crate) fair: [&'static str; 10],
+    /// `rw_read`, `rw_readers`.
+    pub(crate) rw: [&'static str; 2],
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -121,6 +133,7 @@ macro_rules! common_templates {
                 sql!($dir, "fair_leave"),
                 sql!($dir, "fair_sweep"),
             ],
+            rw: [sql!($dir, "rw_read"), sql!($dir, "rw_readers")],
         }
     }};
 }
@@ -154,6 +167,10 @@ impl Common {
                 mark: target.render(t.fair[7]),
                 leave: target.render(t.fair[8]),
                 sweep: target.render(t.fair[9]),
+            },
+            rw: Rw {
+                read: target.render(t.rw[0]),
+                readers: target.render(t.rw[1]),
             },
         }
     }

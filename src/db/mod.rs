@@ -27,6 +27,7 @@ pub(crate) mod presence;
 pub(crate) mod rendered;
 pub(crate) mod retry;
 pub(crate) mod runner;
+pub(crate) mod rw;
 pub(crate) mod scheduling;
 pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
@@ -268,6 +269,16 @@ impl Db {
         all: &values::AcquireAll<'_>,
     ) -> Result<multi::Taken, Failure> {
         on_backend!(self, |b| b.lease_acquire_all(all).await)
+    }
+
+    /// A read hold of a read-write lock (`rw.rs`).
+    pub(crate) async fn rw_read(&self, a: &Acquire<'_>) -> Result<rw::Read, Failure> {
+        on_backend!(self, |b| rw::read(&**b, a).await)
+    }
+
+    /// The live read holds of a read-write lock other owners have (`rw.rs`).
+    pub(crate) async fn rw_readers(&self, p: &values::Party<'_>) -> Result<i64, Failure> {
+        on_backend!(self, |b| rw::readers(&**b, p).await)
     }
 
     /// The insert strategy's release of its last hold: whether it deleted the row.

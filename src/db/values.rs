@@ -165,6 +165,27 @@ fn json_array(keys: &[String]) -> String {
     out
 }
 
+/// A key and an owner: a read-write lock's name, and the owner whose own holds a
+/// count leaves out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Party<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) owner: &'a str,
+}
+
+impl Values for Party<'_> {
+    type With<'a> = Party<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Owner => Value::Text(self.owner),
+            _ => Value::Text(self.key),
+        }
+    }
+}
+
 /// A presence marker: its key on PostgreSQL, its name on MariaDB.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Marker<'a>(pub(crate) &'a str);

@@ -19,6 +19,7 @@ pub(crate) mod handle;
 pub(crate) mod held_transaction;
 pub(crate) mod lease;
 pub(crate) mod multi;
+pub(crate) mod rwlock;
 
 use std::sync::Arc;
 use std::time::Duration;

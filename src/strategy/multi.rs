@@ -44,6 +44,22 @@ pub(crate) struct Landing {
 }
 
 impl Landing {
+    /// The grants of `keys` (one each, in order), to give back on drop unless taken;
+    /// the attempt's marks on the keys end with them.
+    pub(crate) fn new(
+        handle: Arc<Handle>,
+        keys: Vec<String>,
+        grants: Vec<Grant>,
+        in_flight: Vec<InFlight>,
+    ) -> Self {
+        Self {
+            handle,
+            keys,
+            grants: Some(grants),
+            in_flight,
+        }
+    }
+
     /// The grants, taken up: nothing is given back any more.
     pub(crate) fn take(mut self) -> Vec<Grant> {
         self.grants.take().unwrap_or_default()

@@ -328,6 +328,16 @@ pub enum Error {
     #[error("a multi-lock needs at least one key")]
     NoKeys,
 
+    /// Occurs when a handle that holds the read side of a read-write lock asks for its
+    /// write side ([`Locker::write_lock`](crate::Locker::write_lock)): an upgrade,
+    /// which two readers could each wait for the other to end. Release the read hold
+    /// first. Reported before any SQL is sent.
+    #[error("read-write lock {name:?}: this handle holds a read and cannot upgrade it to a write")]
+    UpgradeRefused {
+        /// The read-write lock's name.
+        name: String,
+    },
+
     /// Occurs when a multi-lock is given more distinct keys than
     /// [`MAX_MULTI_LOCK_KEYS`](crate::MAX_MULTI_LOCK_KEYS). Reported before any SQL is
     /// sent.
