@@ -324,6 +324,19 @@ pub struct RunArgs {
           allow_hyphen_values = true)]
     pub at_least: Option<Duration>,
 
+    /// Take the read side of the read-write lock KEY: runs alongside other --shared
+    /// runs of KEY, never with an --exclusive run nor any other lock on KEY; a waiting
+    /// --exclusive run makes --shared runs that come after it wait. KEY: at most 212
+    /// bytes.
+    #[arg(long, conflicts_with_all = ["exclusive", "fair", "strategy", "at_least"])]
+    pub shared: bool,
+
+    /// Take the write side of the read-write lock KEY (the side a run takes unless
+    /// --shared): like the plain lock on KEY, and it also waits until no --shared run
+    /// of KEY is in. KEY: at most 212 bytes.
+    #[arg(long, conflicts_with_all = ["fair", "strategy", "at_least"])]
+    pub exclusive: bool,
+
     /// The lock's key: 1 to 255 bytes of UTF-8, no NUL.
     #[arg(value_parser = parse_key)]
     pub key: String,

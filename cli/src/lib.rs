@@ -115,7 +115,8 @@ impl From<sqlock::Error> for Failure {
             | E::InvalidTableName { .. }
             | E::InvalidBatch { .. }
             | E::InvalidSchedule { .. }
-            | E::InvalidIdentity { .. } => Self::Usage(e.to_string()),
+            | E::InvalidIdentity { .. }
+            | E::UpgradeRefused { .. } => Self::Usage(e.to_string()),
             E::SchedulerUnavailable { .. } => Self::Unavailable(e.to_string()),
             E::MissingSweepProcedure { ref name, .. } => Self::Unavailable(format!(
                 "the sweep procedure {name:?} does not exist: run `sqlock migrate` (or \

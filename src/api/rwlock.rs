@@ -75,6 +75,18 @@ impl Locker {
     }
 }
 
+/// Releases `guard` in a task of its own, and waits for it: should this future be
+/// dropped meanwhile, the release still completes (a release cut off half way would
+/// leave the key to its TTL).
+async fn give_back(guard: LockGuard) -> Result<()> {
+    match tokio::spawn(guard.release()).await {
+        Ok(released) => released.map(drop),
+        // The release task panicked or was cancelled with its runtime: the key lapses
+        // at its TTL.
+        Err(_) => Ok(()),
+    }
+}
+
 /// A request for one side of a read-write lock, made by [`Locker::read_lock`] or
 /// [`Locker::write_lock`].
 ///
@@ -191,9 +203,7 @@ impl<'a> RwLockRequest<'a> {
             if self.readers().await? == 0 {
                 return Ok(Some(guard));
             }
-            // Given back in the background, as a dropped guard is: a release cut off
-            // half way (this future dropped) would otherwise leave the key to its TTL.
-            drop(guard);
+            give_back(guard).await?;
             return Ok(None);
         }
         let mut tries: u32 = 0;
@@ -320,10 +330,8 @@ impl<'a> RwLockRequest<'a> {
             }
         }
         .await;
-        // The intent is given back in the background, as a dropped guard is, granted or
-        // not: a release awaited here and cut off half way (this future dropped) would
-        // leave it to its TTL. Readers may see it for that moment longer.
-        drop(intent);
+        // The intent goes before the answer, granted or not.
+        give_back(intent).await?;
         granted
     }
 
