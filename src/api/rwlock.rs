@@ -42,7 +42,8 @@ impl Locker {
     /// let other = locker.new_handle();
     /// let mine = locker.read_lock("catalog").acquire().await?;
     /// let theirs = other.read_lock("catalog").acquire().await?; // readers share
-    /// assert!(other.write_lock("catalog").try_acquire().await?.is_none());
+    /// let writer = locker.new_handle();
+    /// assert!(writer.write_lock("catalog").try_acquire().await?.is_none());
     /// mine.release().await?;
     /// theirs.release().await?;
     /// # Ok(())
