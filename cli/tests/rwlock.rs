@@ -171,3 +171,82 @@ fn a_waiting_exclusive_run_goes_before_later_shared_runs() {
         );
     });
 }
+
+/// The run contract holds for both sides: a signal is passed on to the command and
+/// its status returned, and the hold is given back; a signal while waiting gives up
+/// the wait (128+N) and leaves nothing held.
+#[test]
+fn signals_are_passed_on_for_both_sides() {
+    in_parallel(backends("cli_rw_signals"), |b| {
+        for side in ["--shared", "--exclusive"] {
+            let k = key(&format!("sig{side}"));
+            let ready = b.path(&format!("{side}.ready"));
+            let script = format!(
+                "trap 'exit 3' TERM; echo ready > {}; sleep 30 & wait",
+                ready.display()
+            );
+            let log = format!("{side}-holder");
+            let mut holder = b.spawn(&log, &["run", side, &k, "--", "sh", "-c", &script]);
+            wait_for_line(&ready, Duration::from_secs(30));
+            common::signal(holder.id(), "TERM");
+            let code = wait_exit(&mut holder, Duration::from_secs(30));
+            assert_eq!(code, 3, "{} {side}: {}", b.name, b.log(&log));
+            assert!(sides(&b, &k).is_empty(), "{} {side}: a hold stayed", b.name);
+            let o = b.sqlock(&["run", "--exclusive", "--no-wait", &k, "--", "true"]);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{} {side}: {}",
+                b.name,
+                stderr(&o)
+            );
+        }
+        // A shared run waiting behind an exclusive holder, interrupted: 130, and
+        // nothing of it stays.
+        let k = key("sigwait");
+        let (script, inside, go) = holding(&b, "sigwait");
+        let mut writer = b.spawn(
+            "sigwait-writer",
+            &["run", "--exclusive", &k, "--", "sh", "-c", &script],
+        );
+        wait_for_line(&inside, Duration::from_secs(30));
+        let mut reader = b.spawn("sigwait-reader", &["run", "--shared", &k, "--", "true"]);
+        // Its handlers are in (it waits, with signals watched), not a timed guess.
+        let started = Instant::now();
+        while !catches_sigint(reader.id()) {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{}: no handler",
+                b.name
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        common::signal(reader.id(), "INT");
+        assert_eq!(
+            wait_exit(&mut reader, Duration::from_secs(30)),
+            130,
+            "{}",
+            b.log("sigwait-reader")
+        );
+        fs::write(&go, "go").unwrap();
+        assert_eq!(
+            wait_exit(&mut writer, Duration::from_secs(30)),
+            0,
+            "{}",
+            b.log("sigwait-writer")
+        );
+        assert!(sides(&b, &k).is_empty(), "{}: a hold stayed", b.name);
+    });
+}
+
+/// Whether process `pid` catches SIGINT, by its caught-signals mask in /proc.
+fn catches_sigint(pid: u32) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (2 - 1)) != 0)
+}
