@@ -19,7 +19,7 @@ use super::backend::Backend;
 use super::outcome::Grant;
 use super::runner::{checked_out, On, Runner};
 use super::statement::Statement;
-use super::values::AcquireAll;
+use super::values::{Acquire, AcquireAll};
 
 /// What one multi-lock attempt found.
 #[derive(Debug)]
@@ -36,14 +36,24 @@ pub(crate) enum Taken {
     Conflict(String, String),
 }
 
-/// Takes every key of `all` in one transaction, or none of them.
+/// Takes every key of `all` in one transaction, or none of them, with the lease's
+/// acquisition statement.
 pub(crate) async fn acquire_all<B: Backend>(
     b: &B,
     all: &AcquireAll<'_>,
 ) -> Result<Taken, sqlx::Error> {
+    acquire_all_with(b, &b.common().lease_acquire, all).await
+}
+
+/// [`acquire_all`] with the acquisition statement `s` (MariaDB on a Galera node has
+/// one of its own).
+pub(crate) async fn acquire_all_with<B: Backend>(
+    b: &B,
+    s: &Statement<Acquire<'static>>,
+    all: &AcquireAll<'_>,
+) -> Result<Taken, sqlx::Error> {
     let mut tx = b.pool().begin().await?;
     checked_out();
-    let s = &b.common().lease_acquire;
     let mut grants = Vec::with_capacity(all.keys.len());
     for key in all.keys {
         let a = &all.one(key);
@@ -109,6 +119,7 @@ pub(crate) async fn acquire_all<B: Backend>(
 /// Takes every key of `all` with `s`, one statement that takes them all or none
 /// (PostgreSQL's `multi_acquire.sql`): its rows name the keys it took, one with no key
 /// says a gate was closed, none says a key is busy.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) async fn acquire_in_one<B: Backend>(
     b: &B,
     s: &Statement<AcquireAll<'static>>,
@@ -148,6 +159,7 @@ pub(crate) async fn acquire_in_one<B: Backend>(
 
 /// Whether `e` is the statement's own refusal to take part of its keys: the invalid
 /// cast of `multi_acquire.sql`'s last step.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 fn is_partial(e: &sqlx::Error) -> bool {
     e.as_database_error().is_some_and(|d| {
         d.code().as_deref() == Some("22P02") && d.message().contains("sqlock: a multi-lock")
