@@ -6,9 +6,9 @@
 -- - no other owner waits to write (a live row ':key@write:<owner>', a waiting writer's
 --   intent), unless this owner holds the write side (a downgrade): readers that
 --   arrive after a waiting writer wait behind it.
--- Sent in a transaction that holds the key's fence bucket (fair_gate.sql), which every
--- acquisition of :key takes for its statement: no write grant of :key commits
--- meanwhile. INSERT ... SELECT reads the rows it tests with shared locks, so it reads
+-- Sent in a transaction that holds the key's fence bucket shared (rw_gate.sql), which
+-- every other acquisition of :key takes exclusively for its statement: no write grant
+-- of :key commits meanwhile. INSERT ... SELECT reads the rows it tests with shared locks, so it reads
 -- them as committed; with a lock wait timeout of zero, a row another transaction holds
 -- locked (a for-update holder of :key) fails the statement at once (contention).
 -- The reader row is this owner's alone, so the update below is a re-entry when the row

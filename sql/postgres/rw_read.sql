@@ -6,9 +6,10 @@
 -- - no other owner waits to write (a live row ':key@write:<owner>', a waiting writer's
 --   intent), unless this owner holds the write side (a downgrade): readers that
 --   arrive after a waiting writer wait behind it.
--- Sent in a transaction that holds the key's gate (fair_gate.sql) since before this
--- statement's snapshot: no write grant of :key can commit meanwhile, and a writer that
--- takes :key after this commits counts this read (rw_readers.sql).
+-- Sent in a transaction that holds the key's gate shared (rw_gate.sql) since before
+-- this statement's snapshot: no write grant of :key can commit meanwhile (they take
+-- the gate exclusively), and a writer that takes :key after this commits counts this
+-- read (rw_readers.sql).
 -- Tokens are drawn as lease_acquire.sql draws them. No row comes back when the read is
 -- not granted.
 INSERT INTO "{table}" AS l

@@ -6,7 +6,7 @@
 -- - no other owner waits to write (a live row ':key@write:<owner>', a waiting writer's
 --   intent), unless this owner holds the write side (a downgrade): readers that
 --   arrive after a waiting writer wait behind it.
--- Sent in a writing transaction (fair_gate.sql first): SQLite runs one at a time, so no
+-- Sent in a writing transaction (rw_gate.sql first): SQLite runs one at a time, so no
 -- write grant of :key commits meanwhile. Times are microseconds since the Unix epoch.
 -- A fresh row's token is one above the floor of deleted rows' tokens; an existing
 -- row's grows by one on every new grant. No row comes back when the read is not

@@ -48,6 +48,8 @@ pub(crate) struct Common {
 /// The read-write lock's statements (`rw_*.sql`), every server's (`rw.rs`).
 #[derive(Debug, Clone)]
 pub(crate) struct Rw {
+    /// The key's gate, taken shared by a read's transaction.
+    pub(crate) gate: Statement<Key<'static>>,
     /// A read hold, in a transaction holding the key's gate.
     pub(crate) read: Statement<Acquire<'static>>,
     /// How many live read holds other owners have.
@@ -90,8 +92,8 @@ pub(crate) struct CommonTemplates {
     /// `fair_gate`, `_enqueue`, `_renew`, `_status`, `_head`, `_ensure`, `_take`,
     /// `_mark`, `_leave`, `_sweep`, in that order.
     pub(crate) fair: [&'static str; 10],
-    /// `rw_read`, `rw_readers`.
-    pub(crate) rw: [&'static str; 2],
+    /// `rw_gate`, `rw_read`, `rw_readers`.
+    pub(crate) rw: [&'static str; 3],
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -133,7 +135,11 @@ macro_rules! common_templates {
                 sql!($dir, "fair_leave"),
                 sql!($dir, "fair_sweep"),
             ],
-            rw: [sql!($dir, "rw_read"), sql!($dir, "rw_readers")],
+            rw: [
+                sql!($dir, "rw_gate"),
+                sql!($dir, "rw_read"),
+                sql!($dir, "rw_readers"),
+            ],
         }
     }};
 }
@@ -169,8 +175,9 @@ impl Common {
                 sweep: target.render(t.fair[9]),
             },
             rw: Rw {
-                read: target.render(t.rw[0]),
-                readers: target.render(t.rw[1]),
+                gate: target.render(t.rw[0]),
+                read: target.render(t.rw[1]),
+                readers: target.render(t.rw[2]),
             },
         }
     }

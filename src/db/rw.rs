@@ -24,15 +24,19 @@ pub(crate) enum Read {
     Contended,
 }
 
-/// A read hold of `a.key` for `a.owner`: the gate first, then the read statement, in
-/// one transaction.
+/// A read hold of `a.key` for `a.owner`: the key's gate first (shared with other
+/// reads), then the read statement, in one transaction.
 pub(crate) async fn read<B: Backend>(b: &B, a: &Acquire<'_>) -> Result<Read, sqlx::Error> {
     let mut tx = b.pool().begin().await?;
     checked_out();
-    let gate = B::Db::execute(On::Conn(&mut *tx), &b.common().fair.gate, &Key(a.key)).await;
+    // Shared among readers (`rw_gate.sql`): reads of one key do not wait for each
+    // other, only for grants of the key.
+    let gate = B::Db::rows(On::Conn(&mut *tx), &b.common().rw.gate, &Key(a.key))
+        .await
+        .map(|rows| !rows.is_empty());
     match gate {
-        Ok(n) if n > 0 => {}
-        Ok(_) => {
+        Ok(true) => {}
+        Ok(false) => {
             tx.rollback().await?;
             return Ok(Read::Contended);
         }
