@@ -232,9 +232,10 @@ fn stopped(child: &Child) -> anyhow::Result<bool> {
     Ok(state == 'T')
 }
 
-/// The stretch in which a hold surely held: from its grant's answer to the sending of
-/// its accepted release, or to its grant's sending plus the TTL.
-fn stretches(lines: &[Line]) -> Vec<(Line, u64)> {
+/// The holds of a history, each with the stretch in which it surely held: from its
+/// grant's answer to the sending of its accepted release, or to its grant's sending
+/// plus the TTL.
+fn holds(lines: &[Line]) -> Vec<history::RwHold> {
     let ttl = u64::try_from(TTL.as_nanos()).unwrap_or(u64::MAX);
     lines
         .iter()
@@ -249,9 +250,21 @@ fn stretches(lines: &[Line]) -> Vec<(Line, u64)> {
                         && r.sent >= g.ack
                 })
                 .map_or(g.sent.saturating_add(ttl), |r| r.sent);
-            (g.clone(), end)
+            history::RwHold {
+                write: g.write,
+                owner: g.owner.clone(),
+                token: g.token,
+                sent: g.sent,
+                ack: g.ack,
+                end,
+            }
         })
         .collect()
+}
+
+#[test]
+fn the_checker_catches_what_it_must() {
+    history::self_check_rw();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,31 +362,24 @@ async fn processes_read_and_write_with_a_kill_and_a_pause() -> anyhow::Result<()
         }
         lines.drain();
         // The model.
-        let holds = stretches(&lines.seen);
-        let mut readers_met = false;
-        for (a, a_end) in &holds {
-            for (c, c_end) in &holds {
-                if a.owner == c.owner && a.token == c.token {
-                    continue;
-                }
-                let overlap = a.ack < *c_end && c.ack < *a_end;
-                if overlap && (a.write || c.write) && a.owner != c.owner {
-                    panic!("{}: a writer overlapped: {a:?} and {c:?}", b.dialect);
-                }
-                readers_met |= overlap && !a.write && !c.write && a.owner != c.owner;
-                // Write tokens rise in grant order.
-                if a.write && c.write && a.ack < c.sent {
-                    assert!(a.token < c.token, "{}: tokens fell: {a:?} {c:?}", b.dialect);
-                }
-            }
-        }
-        assert!(readers_met, "{}: readers never overlapped", b.dialect);
-        let writes = holds.iter().filter(|h| h.0.write).count();
+        let verdict = history::check_rw(&holds(&lines.seen));
+        assert!(
+            verdict.violations.is_empty(),
+            "{}: {:?}",
+            b.dialect,
+            verdict.violations
+        );
+        assert!(
+            verdict.readers_overlapped,
+            "{}: readers never overlapped",
+            b.dialect
+        );
+        let writes = verdict.writes;
         println!(
             "{}: {} holds ({writes} writes) from 6 processes, a reader killed, a writer \
              paused past its TTL and replaced; no writer overlapped anyone",
             b.dialect,
-            holds.len()
+            verdict.reads + verdict.writes
         );
     }
     Ok(())
