@@ -33,6 +33,9 @@
 //! token, and [`Election::lead`] runs the leader's work for as long as leadership
 //! lasts.
 //!
+//! A [`Semaphore`] ([`Locker::semaphore`]) lets at most N holders in at once, each
+//! permit a lease of its own on the same table; k permits are taken all or none.
+//!
 //! # Features
 //!
 //! - `sqlite` (default): SQLite through sqlx's bundled library.
@@ -128,6 +131,9 @@ pub use api::multi::{MultiLockGuard, MultiLockRequest, MAX_MULTI_LOCK_KEYS};
 pub use api::observe::{Leader, LeaderWatch};
 pub use api::request::LockRequest;
 pub use api::rwlock::{RwLockRequest, MAX_RWLOCK_NAME_BYTES};
+// Semaphores (`Locker::semaphore`).
+pub use api::permits::SemaphoreGuard;
+pub use api::semaphore::{Semaphore, SemaphoreInfo};
 pub use db::fence::FenceConnection;
 // What `FenceConnection`'s sealed method names; not for use outside sqlock.
 #[doc(hidden)]
@@ -145,6 +151,7 @@ pub use support::validate::{
     TableName, DEFAULT_TABLE, ELECTION_KEY_PREFIX, MAX_ELECTION_NAME_BYTES, MAX_IDENTITY_BYTES,
     MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
 };
+pub use support::validate::{MAX_PERMITS, MAX_SEMAPHORE_NAME_BYTES, SEMAPHORE_KEY_PREFIX};
 
 /// Not part of the public API: hidden, unstable, free to change in any release.
 ///

@@ -535,6 +535,37 @@ async fn postgres_wakes_the_waiter_a_handoff_names() -> anyhow::Result<()> {
             .await
             .context("the waiter the handoff named was not woken")???;
         assert!(g.fencing_token() > held);
+        // Taken as the notification described it: the guard's token and expiry are
+        // the row's, and the place it left behind goes.
+        let info = locker.lock_info(key).await?.context("held")?;
+        assert_eq!(info.fencing_token, g.fencing_token());
+        assert_eq!(info.owner, g.owner().to_string());
+        assert_eq!(info.expires_at, g.expires_at());
+        until(|| async { Ok(queued(&b, &locker, key).await? == 0) }).await?;
+        // It is a lease like any other: renewed, extended, released, handed on.
+        let mut g = g;
+        assert!(g.extend(Duration::from_secs(900)).await?);
+        assert!(locker.lock_info(key).await?.context("held")?.expires_at > info.expires_at);
+        assert!(g.release().await?);
+        assert!(locker.lock_info(key).await?.is_none());
+
+        // A grant the watchdog does not renew is taken up by a statement, so that it
+        // lasts its whole TTL from then on the database clock.
+        let guard = locker.acquire(key).await?;
+        let waiter = locker.new_handle();
+        let waiting =
+            tokio::spawn(async move { waiter.lock(key).auto_renew(false).acquire().await });
+        until(|| async { Ok(queued(&b, &locker, key).await? == 1) }).await?;
+        assert!(guard.release().await?);
+        let g = tokio::time::timeout(DEADLINE, waiting).await???;
+        let info = locker.lock_info(key).await?.context("held")?;
+        assert_eq!(info.expires_at, g.expires_at());
+        let lasts = info.expires_at - info.acquired_at;
+        assert!(
+            lasts >= chrono::Duration::seconds(600),
+            "an unrenewed fair grant lasts {lasts} from its handoff, not its TTL"
+        );
+        assert_eq!(queued(&b, &locker, key).await?, 0);
         assert!(g.release().await?);
     }
     Ok(())

@@ -529,6 +529,7 @@ impl Workload {
         let s = match self.strategy {
             Strategy::Lease => 'l',
             Strategy::Insert => 'i',
+            Strategy::Fair => 'q',
             _ => 'u',
         };
         format!("sqlock_f{s}{}{slot}", u8::from(self.fence))
@@ -1145,7 +1146,12 @@ async fn fenced_phase(
 ) -> anyhow::Result<()> {
     let mut runs = tokio::task::JoinSet::new();
     for b in servers {
-        for strategy in [Strategy::Lease, Strategy::Insert, Strategy::ForUpdate] {
+        for strategy in [
+            Strategy::Lease,
+            Strategy::Insert,
+            Strategy::ForUpdate,
+            Strategy::Fair,
+        ] {
             let mut backend = b.clone();
             backend.table = format!("faults_{}", strategy.to_string().replace('-', "_"));
             let w = Workload {

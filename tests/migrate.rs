@@ -111,6 +111,13 @@ async fn app_and_sqlock_migrations_coexist_in_either_order() -> anyhow::Result<(
             let locker = Locker::new(pool.clone())?;
             let g = locker.try_acquire("k").await?.expect("k");
             assert!(g.release().await?);
+            // And the semaphores' table.
+            let p = locker
+                .semaphore("s", 2)
+                .try_acquire_many(2)
+                .await?
+                .expect("s");
+            assert!(p.release().await?);
             pool.close().await;
         }
     }

@@ -119,6 +119,9 @@ pub(crate) struct Contended {
     pub(crate) stmts: Snapshot,
     /// Seconds the workers spent waiting for the lock, summed.
     pub(crate) wait_secs: f64,
+    /// A queue standing still (the library only): statements per second of the first
+    /// waiter, and of each waiter behind it, while one holder keeps the key.
+    pub(crate) still: Option<(f64, f64)>,
 }
 
 impl Contended {
@@ -184,6 +187,23 @@ pub(crate) struct ScaleRun {
     pub(crate) explain: Vec<(String, Vec<String>)>,
 }
 
+/// One run of the semaphore part: one primitive with one worker count.
+#[derive(Debug, Clone)]
+pub(crate) struct SemaphoreRun {
+    pub(crate) what: &'static str,
+    pub(crate) workers: usize,
+    pub(crate) ops: u64,
+    pub(crate) secs: f64,
+    pub(crate) latency: Samples,
+}
+
+impl SemaphoreRun {
+    /// Acquire+release cycles per second.
+    pub(crate) fn per_sec(&self) -> f64 {
+        per(self.ops, self.secs)
+    }
+}
+
 /// Everything one run measured.
 #[derive(Debug, Clone)]
 pub(crate) struct Report {
@@ -201,6 +221,7 @@ pub(crate) struct Report {
     pub(crate) round_trips: Vec<RoundTrips>,
     pub(crate) contended: Vec<Contended>,
     pub(crate) watchdog: Option<WatchdogRun>,
+    pub(crate) semaphore: Vec<SemaphoreRun>,
     pub(crate) scale: Option<ScaleRun>,
     pub(crate) peers: Option<PeersRun>,
     /// The rwlock part's measurements.

@@ -7,7 +7,7 @@ use crate::args::BenchArgs;
 use crate::db::server_version;
 use crate::failure::{db_failure, Failure};
 use crate::figures::Report;
-use crate::parts::{contended, peers, rwlock, scale, uncontended, watchdog};
+use crate::parts::{contended, peers, rwlock, scale, semaphore, uncontended, watchdog};
 use crate::progress::Progress;
 
 /// Runs the parts `args` asks for in `table`, with `base` a handle on it; `url` is
@@ -36,6 +36,7 @@ pub(crate) async fn run_all(
         round_trips: Vec::new(),
         contended: Vec::new(),
         watchdog: None,
+        semaphore: Vec::new(),
         scale: None,
         peers: None,
         rwlock: Vec::new(),
@@ -56,6 +57,9 @@ pub(crate) async fn run_all(
     }
     if args.part("watchdog") && args.leases > 0 {
         report.watchdog = Some(watchdog::watchdog(base, args.leases, &progress).await?);
+    }
+    if args.part("semaphore") {
+        report.semaphore = semaphore::semaphore(base, args, &progress).await?;
     }
     if let (true, Some(rows)) = (args.part("scale"), args.scale_rows) {
         report.scale = Some(scale::scale(db, table, rows, args, &progress).await?);

@@ -22,6 +22,12 @@ pub(crate) const KEY_PREFIX: &str = "bench-";
 /// The TTL of every lease the benchmark takes: long enough never to lapse in a run.
 pub(crate) const TTL: Duration = Duration::from_secs(30);
 
+/// The table of `table`'s semaphores, as a name the queries can quote (`None` past
+/// the length of a table name, which the DELETE above then leaves alone).
+fn semaphores(table: &TableName) -> Option<TableName> {
+    TableName::new(&format!("{table}_semaphores")).ok()
+}
+
 /// Whether `table` exists (a count of its rows answers).
 pub(crate) async fn exists(db: &DbPool, table: &TableName) -> bool {
     let sql = format!("SELECT COUNT(*) FROM {}", quoted(db.dialect(), table));
@@ -34,7 +40,8 @@ pub(crate) async fn check_own(db: &DbPool, table: &TableName) -> Result<bool, Fa
         return Ok(false);
     }
     let sql = format!(
-        "SELECT COUNT(*) FROM {} WHERE lock_key NOT LIKE '{KEY_PREFIX}%'",
+        "SELECT COUNT(*) FROM {} WHERE lock_key NOT LIKE '{KEY_PREFIX}%' \
+         AND lock_key NOT LIKE 'semaphore:{KEY_PREFIX}%'",
         quoted(db.dialect(), table)
     );
     let others = number(db, sql).await.map_err(db_failure)?;
@@ -56,26 +63,39 @@ pub(crate) async fn clean_up(
 ) -> Result<(), sqlx::Error> {
     if existed {
         let sql = format!(
-            "DELETE FROM {} WHERE lock_key LIKE '{KEY_PREFIX}%'",
+            "DELETE FROM {} WHERE lock_key LIKE '{KEY_PREFIX}%' \
+             OR lock_key LIKE 'semaphore:{KEY_PREFIX}%'",
             quoted(db.dialect(), table)
         );
-        return exec(db, sql).await.map(drop);
+        exec(db, sql).await?;
+        // The benchmark's semaphores, in a table an earlier version may not have made.
+        if let Some(semaphores) = semaphores(table) {
+            let sql = format!(
+                "DELETE FROM {} WHERE name LIKE '{KEY_PREFIX}%'",
+                quoted(db.dialect(), &semaphores)
+            );
+            let _ = exec(db, sql).await;
+        }
+        return Ok(());
     }
     let t = table;
     let statements = match db.dialect() {
         Dialect::Postgres => vec![
             format!(r#"DROP TABLE IF EXISTS "{t}""#),
             format!(r#"DROP SEQUENCE IF EXISTS "{t}_fence_seq""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_semaphores""#),
         ],
         Dialect::MySql => vec![
             format!("DROP TABLE IF EXISTS `{t}`"),
             format!("DROP TABLE IF EXISTS `{t}_fence`"),
             format!("DROP SEQUENCE IF EXISTS `{t}_fence_seq`"),
+            format!("DROP TABLE IF EXISTS `{t}_semaphores`"),
         ],
         _ => vec![
             format!(r#"DROP TRIGGER IF EXISTS "{t}_fence_floor""#),
             format!(r#"DROP TABLE IF EXISTS "{t}""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_fence""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_semaphores""#),
         ],
     };
     for s in statements {

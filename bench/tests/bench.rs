@@ -82,6 +82,14 @@ fn bench_runs(b: Backend) {
         "{}: {rw:?}",
         b.name
     );
+    // The semaphore beside the mutex, with 1 and 8 workers.
+    let semaphore = report["semaphore"].as_array().expect("semaphore rows");
+    assert_eq!(semaphore.len(), 4, "{}: {semaphore:?}", b.name);
+    assert!(
+        semaphore.iter().all(|r| number(r, "ops_per_sec") > 0.0),
+        "{}: {semaphore:?}",
+        b.name
+    );
 
     let rows = report["uncontended"].as_array().expect("uncontended rows");
     let strategies = b.strategies();
@@ -113,6 +121,16 @@ fn bench_runs(b: Backend) {
     for c in contended {
         assert!(number(c, "grants") > 0.0, "{}: {c}", b.name);
         assert_eq!(c["workers"], 3);
+        // The library's waiters are also measured in a queue standing still: the first
+        // waiter polls (or keeps its fallback polling), so it sends something.
+        if c["waiting"] == "library, polling" {
+            assert!(
+                number(c, "still_first_statements_per_sec") > 0.0,
+                "{}: {c}",
+                b.name
+            );
+            assert!(number(c, "still_behind_statements_per_sec") >= 0.0);
+        }
     }
     // PostgreSQL's waiters are measured both polling and woken by notifications.
     let woken = contended.iter().any(|c| c["waiting"] == "library, notify");

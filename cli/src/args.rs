@@ -23,7 +23,8 @@ use sqlock::{Dialect, Strategy, TableName};
 /// Exit status:
 ///   0    success; for `run` and `elect`, the command's own status (128+N when
 ///        signal N ended it); for `status`, the lock is held
-///   64   bad usage or input: key, duration, table name, strategy, any usage error
+///   64   bad usage or input: key, duration, table name, strategy, a --limit other
+///        than the semaphore's N, any usage error
 ///   69   the database is unreachable, or the lock table is missing
 ///   70   an unexpected database or internal error
 ///   75   `run`: the lock was not acquired (busy with --no-wait, or --wait ran out);
@@ -109,8 +110,14 @@ pub enum Command {
     /// wait (or earlier, while the command ran) ends it: the lock is released as soon
     /// as the command is over, and sqlock exits with the command's status.
     ///
+    /// With --limit N, at most N copies run at once across hosts: each takes one of
+    /// the N permits of the semaphore KEY (a lease each, renewed the same way), and
+    /// gets SQLOCK_LIMIT and SQLOCK_PERMIT (the permit's key) besides. Every copy must
+    /// say the same N. A killed copy's permit comes back at its TTL.
+    ///
     /// Exit status: the command's (128+N when signal N ended it); 75 when the lock
-    /// was not acquired; 76 when it was lost; 126/127 when the command cannot run.
+    /// (or a permit) was not acquired; 76 when it was lost; 126/127 when the command
+    /// cannot run.
     #[command(verbatim_doc_comment)]
     Run(RunArgs),
 
@@ -163,6 +170,10 @@ pub enum Command {
     /// Each with its key, strategy, owner, fencing token, when it was taken, how long
     /// until it expires (database time) and how many fair waiters are queued for it.
     /// For-update locks are not listed: they live in their holder's transaction.
+    ///
+    /// Then the semaphores (`run --limit`), each with N, how many permits are held,
+    /// and a line per holder. With --json their permits are in the array as locks,
+    /// with "semaphore" (its name) and "permits" (N) besides.
     #[command(verbatim_doc_comment)]
     List {
         /// Print a JSON array of objects instead of a table.
@@ -328,16 +339,24 @@ pub struct RunArgs {
     /// runs of KEY, never with an --exclusive run nor any other lock on KEY; a waiting
     /// --exclusive run makes --shared runs that come after it wait. KEY: at most 212
     /// bytes.
-    #[arg(long, conflicts_with_all = ["exclusive", "fair", "strategy", "at_least"])]
+    #[arg(long, conflicts_with_all = ["exclusive", "fair", "strategy", "at_least", "limit"])]
     pub shared: bool,
 
     /// Take the write side of the read-write lock KEY (the side a run takes unless
     /// --shared): like the plain lock on KEY, and it also waits until no --shared run
     /// of KEY is in. KEY: at most 212 bytes.
-    #[arg(long, conflicts_with_all = ["fair", "strategy", "at_least"])]
+    #[arg(long, conflicts_with_all = ["fair", "strategy", "at_least", "limit"])]
     pub exclusive: bool,
 
-    /// The lock's key: 1 to 255 bytes of UTF-8, no NUL.
+    /// Run at most N copies across hosts: take one of the N permits of the semaphore
+    /// KEY (1 to 1000) instead of the lock on KEY. Every `run --limit` of KEY must say
+    /// the same N (another N exits 64). A lease strategy only; no --at-least.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000),
+          conflicts_with_all = ["at_least", "fair"])]
+    pub limit: Option<u32>,
+
+    /// The lock's key: 1 to 255 bytes of UTF-8, no NUL (a semaphore's name, with
+    /// --limit: 1 to 241 bytes).
     #[arg(value_parser = parse_key)]
     pub key: String,
 

@@ -13,6 +13,7 @@ mod args;
 mod connect;
 mod duration;
 mod elect;
+mod limit;
 mod manual;
 mod ops;
 mod run;
@@ -117,6 +118,11 @@ impl From<sqlock::Error> for Failure {
             | E::InvalidSchedule { .. }
             | E::InvalidIdentity { .. }
             | E::UpgradeRefused { .. } => Self::Usage(e.to_string()),
+            // The semaphore's: a permit's key, N out of range, N unlike the others'.
+            E::ReservedKey { .. }
+            | E::InvalidPermits { .. }
+            | E::InvalidPermitCount { .. }
+            | E::PermitsMismatch { .. } => Self::Usage(e.to_string()),
             E::SchedulerUnavailable { .. } => Self::Unavailable(e.to_string()),
             E::MissingSweepProcedure { ref name, .. } => Self::Unavailable(format!(
                 "the sweep procedure {name:?} does not exist: run `sqlock migrate` (or \

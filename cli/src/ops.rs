@@ -13,8 +13,13 @@ use crate::duration::human;
 use crate::{Failure, EXIT_NOT_ACQUIRED};
 
 /// `list [--json]`: the locks held now, as a table or as a JSON array of objects.
+///
+/// A semaphore's permits are listed with their semaphore: in JSON, as the locks they
+/// are, with the semaphore's name and N besides; in text, in a section of their own,
+/// after the locks, with every recorded semaphore.
 pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
-    let locks = locker.list().await?;
+    let mut locks = locker.list().await?;
+    let (semaphores, permits) = crate::limit::semaphores(locker).await?;
     if json {
         let items: Vec<serde_json::Value> = locks
             .iter()
@@ -31,15 +36,28 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
                     item["rwlock"] = l.key.clone().into();
                     item["side"] = "write".into();
                 }
+                if let Some((name, n)) = permits.get(&l.key) {
+                    item["semaphore"] = name.as_str().into();
+                    item["permits"] = (*n).into();
+                }
                 item
             })
             .collect();
         println!("{}", serde_json::Value::Array(items));
-    } else if locks.is_empty() {
+        return Ok(0);
+    }
+    locks.retain(|l| !permits.contains_key(&l.key));
+    if locks.is_empty() && semaphores.is_empty() {
         println!("no locks held");
-    } else {
+    } else if !locks.is_empty() {
         print_table(&locks);
         print_rwlocks(&locks);
+    }
+    if !semaphores.is_empty() {
+        if !locks.is_empty() {
+            println!();
+        }
+        crate::limit::print_semaphores(&semaphores);
     }
     Ok(0)
 }

@@ -1,4 +1,5 @@
-//! `sqlock run`: a command run while holding a lock, stopped if the lock is lost.
+//! `sqlock run`: a command run while holding a lock (or, with `--limit`, a permit of
+//! a semaphore: `limit.rs`), stopped if it is lost.
 //!
 //! The lock is taken first (waiting as `--wait`/`--no-wait` say), then the command is
 //! started in a process group of its own ([`Tree`]) with the lock's key, owner and
@@ -20,6 +21,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
 use crate::args::RunArgs;
+use crate::limit::Held;
 use crate::tree::Tree;
 use crate::watcher::Watcher;
 use crate::Failure;
@@ -32,6 +34,14 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 /// for-update lock on SQLite too, but as an unsupported server; here it is the user's
 /// choice of flag.
 pub(crate) fn check(args: &RunArgs, dialect: Dialect) -> Result<(), Failure> {
+    // A semaphore's permits are leases, one per holder.
+    if args.limit.is_some() && args.strategy() != Strategy::Lease {
+        return Err(Failure::Usage(
+            "--limit takes a permit of a semaphore, a lease: it goes with no --strategy \
+             but lease"
+                .into(),
+        ));
+    }
     if args.strategy() == Strategy::ForUpdate && dialect == Dialect::Sqlite {
         return Err(Failure::Usage(
             "the for-update strategy needs row locks, which SQLite does not have: use \
@@ -49,13 +59,19 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
 
     // A signal while waiting gives up the wait: the acquisition is cancel safe, so
     // nothing stays taken. The status is what the signal would have made it.
+    let acquiring = async {
+        match args.limit {
+            Some(limit) => crate::limit::acquire(locker, &args, limit).await,
+            None => acquire(locker, &args).await.map(Held::Lock),
+        }
+    };
     let guard = tokio::select! {
-        guard = acquire(locker, &args) => guard?,
+        guard = acquiring => guard?,
         sig = signals.recv() => return Ok(128 + sig as i32),
     };
     let taken = Instant::now();
 
-    let mut env = lock_env(&guard);
+    let mut env = guard.env(locker, args.limit);
     if args.shared {
         // The read-write lock's name, not the key of this run's read hold.
         env[0].1.clone_from(&args.key);
@@ -219,15 +235,6 @@ async fn acquire(locker: &Locker, args: &RunArgs) -> Result<LockGuard, Failure> 
     }
 }
 
-/// The lock's identity, for the command's environment.
-fn lock_env(guard: &LockGuard) -> Vec<(&'static str, String)> {
-    vec![
-        ("SQLOCK_KEY", guard.key().to_owned()),
-        ("SQLOCK_OWNER", guard.owner().to_string()),
-        ("SQLOCK_FENCING_TOKEN", guard.fencing_token().to_string()),
-    ]
-}
-
 /// Starts the command with `env` added to its environment, and has the watcher watch
 /// its group.
 pub(crate) async fn start(
@@ -243,7 +250,7 @@ pub(crate) async fn start(
 
 /// Releases the lock after the command's group ended. The command's status is the
 /// answer, unless the lock turned out lost before it was given back.
-async fn finish(guard: LockGuard, key: &str, status: i32) -> Result<i32, Failure> {
+async fn finish(guard: Held, key: &str, status: i32) -> Result<i32, Failure> {
     let was_lost = guard.is_lost();
     let still_ours = match guard.release().await {
         Ok(still_ours) => still_ours,

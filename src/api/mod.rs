@@ -1,6 +1,7 @@
 //! The public API: [`Locker`](crate::Locker) and how it is built, its requests and
 //! their wait loop, the guards it hands out, the operators' calls (list, lookup, force
-//! release, sweeps), and elections (campaign, leadership, observation). Each public
+//! release, sweeps), elections (campaign, leadership, observation), and semaphores
+//! (their permits' guards, what an operator sees of them). Each public
 //! type's methods live with it, or in a file named for their concern.
 
 pub(crate) mod admin;
@@ -12,6 +13,8 @@ pub(crate) mod leadership;
 pub(crate) mod locker;
 pub(crate) mod multi;
 pub(crate) mod observe;
+pub(crate) mod permits;
 pub(crate) mod request;
 pub(crate) mod rwlock;
+pub(crate) mod semaphore;
 pub(crate) mod sweeping;

@@ -105,7 +105,7 @@ impl Locker {
 ///
 /// Before any SQL: [`Error::NoKeys`] for an empty set, [`Error::TooManyKeys`] past
 /// [`MAX_MULTI_LOCK_KEYS`] distinct keys, and the key and TTL errors of a single lock
-/// for any key of the set.
+/// for any key of the set ([`Error::ReservedKey`] for a semaphore's permit key).
 #[derive(Debug, Clone)]
 #[must_use = "a request does nothing until one of its acquire methods is awaited"]
 pub struct MultiLockRequest<'a> {
@@ -303,7 +303,8 @@ impl MultiLockRequest<'_> {
             return Err(Error::NoKeys);
         }
         for key in &self.keys {
-            validate::key(key)?;
+            // A semaphore's permit keys are not a lock's to take.
+            validate::lock_key(key)?;
         }
         let mut keys = self.keys.clone();
         keys.sort_unstable();
@@ -354,6 +355,7 @@ impl MultiLockRequest<'_> {
                     key: key.clone(),
                     strategy: Strategy::Lease,
                     ttl: ask.ttl,
+                    renewed: renewal.auto_renew,
                 };
                 let (hold, id, lost) =
                     Hold::start(shared, &one, Granted::Lease(grant), sent, renewal);

@@ -500,7 +500,8 @@ impl<'a> LockRequest<'a> {
 
     /// What this request asks for, checked before any SQL is sent.
     fn ask(&self) -> Result<Ask> {
-        validate::key(self.key)?;
+        // Not a semaphore's permit: those are taken through their semaphore only.
+        validate::lock_key(self.key)?;
         let shared = &self.shared;
         let strategy = self.chosen_strategy();
         check_strategy(strategy, shared.db.dialect())?;
@@ -534,6 +535,7 @@ impl<'a> LockRequest<'a> {
             key: self.key.to_owned(),
             strategy,
             ttl,
+            renewed: self.auto_renew.unwrap_or(shared.settings.auto_renew),
         })
     }
 

@@ -384,7 +384,8 @@ impl<'a> RwLockRequest<'a> {
 
     /// The request checked before any SQL is sent: the TTL it asks for.
     fn check(&self) -> Result<Duration> {
-        validate::key(self.name)?;
+        // The name is the write side's key: a semaphore's permit keys are refused.
+        validate::lock_key(self.name)?;
         if self.name.len() > MAX_RWLOCK_NAME_BYTES {
             return Err(Error::KeyTooLong {
                 len: self.name.len(),
@@ -438,6 +439,7 @@ impl<'a> RwLockRequest<'a> {
             key,
             strategy: Strategy::Lease,
             ttl,
+            renewed: renewal.auto_renew,
         };
         let (hold, id, lost) = Hold::start(shared, &one, Granted::Lease(grant), sent, renewal);
         LockGuard::new(Arc::clone(shared), id, hold, lost, None)

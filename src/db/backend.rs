@@ -42,6 +42,8 @@ pub(crate) struct Common {
     pub(crate) elect_claim: Statement<Claim<'static>>,
     pub(crate) elect_leader: Statement<Key<'static>>,
     pub(crate) fair: Fair,
+    /// The semaphore's statements (`semaphore.rs`).
+    pub(crate) semaphore: super::semaphore::Statements,
     pub(crate) rw: Rw,
 }
 
@@ -94,6 +96,7 @@ pub(crate) struct CommonTemplates {
     pub(crate) fair: [&'static str; 10],
     /// `rw_gate`, `rw_read`, `rw_readers`.
     pub(crate) rw: [&'static str; 3],
+    pub(crate) semaphore: super::semaphore::Templates,
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -140,6 +143,7 @@ macro_rules! common_templates {
                 sql!($dir, "rw_read"),
                 sql!($dir, "rw_readers"),
             ],
+            semaphore: $crate::db::semaphore::semaphore_templates!($dir),
         }
     }};
 }
@@ -179,6 +183,7 @@ impl Common {
                 read: target.render(t.rw[1]),
                 readers: target.render(t.rw[2]),
             },
+            semaphore: super::semaphore::Statements::render(&t.semaphore, target),
         }
     }
 }

@@ -231,6 +231,14 @@ pub(crate) async fn claim<B: Backend>(
     take_up(b, &mut conn, p, token).await
 }
 
+/// Deletes the place of a waiter that took its grant up without a step (named by a
+/// notification, see `strategy/fair.rs`); no gate: the place is the waiter's alone, and
+/// no step hands a place that holds a grant anything.
+pub(crate) async fn forget<B: Backend>(b: &B, p: &Place<'_>) -> Result<(), sqlx::Error> {
+    B::Db::execute(On::Pool(b.pool(), false), &b.common().fair.leave, p).await?;
+    Ok(())
+}
+
 /// A waiter leaves the queue; a grant handed to it meanwhile is given back and handed
 /// on. `None` when the gate was closed.
 pub(crate) async fn leave<B: Backend>(b: &B, p: &Place<'_>) -> Result<Option<()>, sqlx::Error> {

@@ -30,6 +30,7 @@ pub(crate) mod runner;
 pub(crate) mod rw;
 pub(crate) mod scheduling;
 pub(crate) mod schema;
+pub(crate) mod semaphore;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 pub(crate) mod statement;
@@ -52,7 +53,10 @@ use backend::{Backend, RowLocks};
 use fair::Standing;
 use scheduling::{schedule, unschedule};
 use statement::Mode;
-use values::{Acquire, Claim, Extend, Held, Key, Limit, Place, Release, Renew, Schedule, Sweep};
+use values::{
+    Acquire, Claim, Extend, Held, Key, Limit, Permits, Place, Release, Renew, Schedule, Slots,
+    Sweep,
+};
 
 /// Runs `$body` with `$x` bound to the value inside whichever server's variant of the
 /// enum `$ty` `$value` is; the variants are named with the feature that brings each.
@@ -382,6 +386,11 @@ impl Db {
         on_backend!(self, |b| fair::claim(&**b, p, token).await)
     }
 
+    /// A waiter deletes the place whose grant it took (see [`fair::forget`]).
+    pub(crate) async fn fair_forget(&self, p: &Place<'_>) -> Result<(), Failure> {
+        on_backend!(self, |b| fair::forget(&**b, p).await)
+    }
+
     /// A waiter leaves the queue (see [`fair::leave`]). A closed gate is contention.
     pub(crate) async fn fair_leave(&self, p: &Place<'_>) -> Result<(), Failure> {
         on_backend!(self, |b| fair::leave(&**b, p).await)?
@@ -405,6 +414,35 @@ impl Db {
     /// One batch of the fair queue's sweep.
     pub(crate) async fn fair_sweep(&self, s: &Sweep<'_>) -> Result<u64, Failure> {
         on_backend!(self, |b| fair::sweep(&**b, s).await)
+    }
+
+    // The semaphore (`semaphore.rs`).
+
+    /// Records the semaphore with its N unless it is recorded: the N it has.
+    pub(crate) async fn semaphore_ensure(&self, p: &Permits<'_>) -> Result<Option<i64>, Failure> {
+        on_backend!(self, |b| semaphore::ensure(&**b, p).await)
+    }
+
+    /// Takes `slots.count` permits of the semaphore, all or none.
+    pub(crate) async fn semaphore_take(
+        &self,
+        p: &Permits<'_>,
+        slots: &Slots<'_>,
+    ) -> Result<semaphore::Taken, Failure> {
+        on_backend!(self, |b| semaphore::take(&**b, p, slots).await)
+    }
+
+    /// The live permits of a semaphore's slots.
+    pub(crate) async fn semaphore_holders(
+        &self,
+        slots: &Slots<'_>,
+    ) -> Result<Vec<Listed>, Failure> {
+        on_backend!(self, |b| semaphore::holders(&**b, slots).await)
+    }
+
+    /// The recorded semaphores with their N.
+    pub(crate) async fn semaphore_list(&self, l: &Limit) -> Result<Vec<(String, i64)>, Failure> {
+        on_backend!(self, |b| semaphore::list(&**b, l).await)
     }
 
     /// Runs `work` on the backend, when its server has row locks: `None` on SQLite.

@@ -102,6 +102,21 @@ macro_rules! create_queue {
     };
 }
 
+/// The migration that creates the table of semaphores (see `Locker::semaphore`).
+macro_rules! create_semaphores {
+    ($dir:literal) => {
+        File {
+            version: 20261127000000,
+            description: "create sqlock semaphores",
+            sql: include_str!(concat!(
+                "../../migrations/",
+                $dir,
+                "/20261127000000_create_sqlock_semaphores.sql"
+            )),
+        }
+    };
+}
+
 fn files(dialect: Dialect) -> &'static [File] {
     match dialect {
         Dialect::Postgres => &[
@@ -110,6 +125,7 @@ fn files(dialect: Dialect) -> &'static [File] {
             add_presence!("postgres"),
             create_leaders!("postgres"),
             create_queue!("postgres"),
+            create_semaphores!("postgres"),
         ],
         Dialect::MySql => &[
             create_table!("mysql"),
@@ -117,11 +133,13 @@ fn files(dialect: Dialect) -> &'static [File] {
             add_presence!("mysql"),
             create_leaders!("mysql"),
             create_queue!("mysql"),
+            create_semaphores!("mysql"),
         ],
         Dialect::Sqlite => &[
             create_table!("sqlite"),
             create_leaders!("sqlite"),
             create_queue!("sqlite"),
+            create_semaphores!("sqlite"),
         ],
     }
 }
@@ -220,12 +238,11 @@ mod tests {
         }
         assert_eq!(
             schema(Dialect::Sqlite, &TableName::default()),
-            format!(
-                "{}\n{}\n{}",
-                files(Dialect::Sqlite)[0].sql,
-                files(Dialect::Sqlite)[1].sql,
-                files(Dialect::Sqlite)[2].sql
-            )
+            files(Dialect::Sqlite)
+                .iter()
+                .map(|f| f.sql)
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         assert!(schema(Dialect::Postgres, &TableName::new("other").unwrap())
             .contains(r#"CREATE TABLE IF NOT EXISTS "other_leaders""#));

@@ -41,13 +41,17 @@ pub(crate) enum Param {
     Identity,
     AtLeastUs,
     Ticket,
+    // A semaphore's N, how many permits an acquisition takes, its slots' key prefix.
+    Permits,
+    Count,
+    Prefix,
     /// A multi-lock's keys, as a JSON array.
     Keys,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 19] = [
+    const NAMES: [(Self, &'static str); 22] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -66,14 +70,17 @@ impl Param {
         (Self::Identity, "identity"),
         (Self::AtLeastUs, "at_least_us"),
         (Self::Ticket, "ticket"),
+        (Self::Permits, "permits"),
+        (Self::Count, "count"),
+        (Self::Prefix, "prefix"),
         (Self::Keys, "keys"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 19] = {
-        let mut all = [Self::Key; 19];
+    pub(crate) const ALL: [Self; 22] = {
+        let mut all = [Self::Key; 22];
         let mut i = 0;
-        while i < 19 {
+        while i < 22 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }

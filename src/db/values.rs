@@ -466,3 +466,56 @@ impl Values for Schedule<'_> {
         }
     }
 }
+
+/// A semaphore and the N a caller gives it: `name` is the semaphore's name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Permits<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) permits: i64,
+}
+
+impl Values for Permits<'_> {
+    type With<'a> = Permits<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Permits];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Permits => Value::Int(self.permits),
+            _ => Value::Text(self.name),
+        }
+    }
+}
+
+/// The slots of a semaphore of `permits` slots, on the keys `prefix` and the slot's
+/// number: its holders, or `count` of its free slots taken by `owner` for `ttl_us`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slots<'a> {
+    pub(crate) prefix: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) permits: i64,
+    pub(crate) count: i64,
+    pub(crate) ttl_us: i64,
+}
+
+impl Values for Slots<'_> {
+    type With<'a> = Slots<'a>;
+
+    const PARAMS: &'static [Param] = &[
+        Param::Prefix,
+        Param::Owner,
+        Param::Permits,
+        Param::Count,
+        Param::TtlUs,
+    ];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Owner => Value::Text(self.owner),
+            Param::Permits => Value::Int(self.permits),
+            Param::Count => Value::Int(self.count),
+            Param::TtlUs => Value::Int(self.ttl_us),
+            _ => Value::Text(self.prefix),
+        }
+    }
+}

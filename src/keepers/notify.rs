@@ -58,8 +58,9 @@ struct Wakeup {
     notify: Notify,
     pending: AtomicBool,
     /// The fair strategy: the token of the grant the handoff that woke the waiter
-    /// handed it (0 for a wake-up that names none).
+    /// handed it (0 for a wake-up that names none), and the grant's expiry.
     token: AtomicI64,
+    expires_us: AtomicI64,
 }
 
 impl Wakeup {
@@ -158,15 +159,19 @@ impl Shared {
         self.tickets.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wakes the fair waiter a handoff named (`ticket:token`), if it is in this
-    /// process, with the token of its grant.
+    /// Wakes the fair waiter a handoff named (`ticket:token:expires_us`), if it is in
+    /// this process, with the token and the expiry of its grant.
     fn wake_ticket(&self, payload: &str) {
-        let (ticket, token) = payload.split_once(':').unwrap_or((payload, "0"));
-        let Ok(ticket) = ticket.parse::<i64>() else {
+        let mut fields = payload.split(':');
+        let Some(Ok(ticket)) = fields.next().map(str::parse::<i64>) else {
             return;
         };
+        let mut number = || fields.next().and_then(|f| f.parse().ok()).unwrap_or(0);
+        let (token, expires_us) = (number(), number());
         if let Some(w) = self.tickets().get(&ticket).cloned() {
-            w.token.store(token.parse().unwrap_or(0), Ordering::SeqCst);
+            // The expiry first: a waiter that reads a token reads its expiry too.
+            w.expires_us.store(expires_us, Ordering::SeqCst);
+            w.token.store(token, Ordering::SeqCst);
             w.wake();
         }
     }
@@ -288,14 +293,16 @@ pub(crate) struct TicketSubscription {
 
 impl TicketSubscription {
     /// Waits for a wake-up: returns at once if one came since the last wait, with the
-    /// token of the grant the handoff named (0 when the wake-up named none: the
-    /// listener reconnected, and the waiter should look).
+    /// token and the expiry (microseconds since the epoch) of the grant the handoff
+    /// named (token 0 when the wake-up named none: the listener reconnected, and the
+    /// waiter should look).
     ///
     /// Cancel safe: a wake-up is kept until a wait takes it.
-    pub(crate) async fn woken(&self) -> i64 {
+    pub(crate) async fn woken(&self) -> (i64, i64) {
         self.wakeup.notify.notified().await;
         self.wakeup.pending.store(false, Ordering::SeqCst);
-        self.wakeup.token.swap(0, Ordering::SeqCst)
+        let token = self.wakeup.token.swap(0, Ordering::SeqCst);
+        (token, self.wakeup.expires_us.load(Ordering::SeqCst))
     }
 }
 

@@ -21,6 +21,7 @@ use crate::support::strategy_kind::Strategy;
 
 use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
+use super::release::release;
 use super::{for_update, lease};
 
 /// One attempt at what `ask` asks, and when its statement was sent (a lease is valid at
@@ -174,7 +175,7 @@ async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: O
     // A re-entry nobody waits for gives back its hold alone; should it be the last,
     // the key is kept as the holds before it asked.
     let at_least = handle.at_least(&id.key);
-    if let Err(e) = lease::release(&handle, &id, at_least).await {
+    if let Err(e) = release(&handle, &id, at_least).await {
         tracing::warn!(key = %id.key, error = %e,
             "could not give back a lock taken for a caller that stopped waiting; \
              it lapses at its expiry");

@@ -6,10 +6,12 @@
 //! A wait runs in a task of its own, so that no step is ever cut half way: if the
 //! caller stops waiting (its future dropped, its deadline met), the task leaves the
 //! queue after its current step, and a grant it took meanwhile is given back and
-//! handed on. Only the first waiter polls for the lock at the handle's poll interval
-//! (and the one right behind it reads its standing as often, to take up a grant handed
-//! to it without delay); the waiters behind them look about once a second, and a poll
-//! hands the lock to the first live waiter whenever it finds the lock free.
+//! handed on. Only the first waiter polls for the lock at the handle's poll interval;
+//! the waiters behind it read their standing as often as the queue moves (to take up a
+//! grant handed to them without delay once they are first) and about once a second
+//! when it stands still, or, when a handoff's notification names them, only about
+//! once a second; a poll hands the lock to the first live waiter whenever it finds the
+//! lock free.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,11 +32,28 @@ use crate::support::strategy_kind::Strategy;
 use super::attempt::try_once;
 use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
+use super::release::release;
 
 /// How often a waiter behind the first reads its standing, at most (and at least three
 /// times per TTL): one statement a second, and one more to renew its place three times
 /// per TTL.
 const BEHIND: Duration = Duration::from_secs(1);
+
+/// How long a waiter with `ahead` live waiters ahead of it (one or more) waits before
+/// it looks again, `waited` after it joined, while the queue moved `moved` places: half
+/// the time the queue, at the pace it kept since, takes to make the waiter the first,
+/// so that it looks a few times per place as it comes near, and at most `behind`. Until
+/// the queue has moved, a wait as long as the waiter has waited so far: a few looks
+/// early on, then about one a second. So a waiter finds a fast queue's pace before the
+/// queue reaches it, and a slow or stalled queue costs about one look a second.
+fn behind_delay(waited: Duration, moved: i64, ahead: i64, behind: Duration) -> Duration {
+    let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
+    let d = match u32::try_from(moved) {
+        Ok(moved) if moved > 0 => (waited / moved).saturating_mul(ahead) / 2,
+        _ => waited,
+    };
+    d.min(behind)
+}
 
 /// How often [`acquire`] with `once` tries to join a queue whose gate another
 /// transaction holds, before the key counts as busy.
@@ -158,7 +177,7 @@ async fn reenter(handle: &Arc<Handle>, ask: &Ask) -> Outcome {
 /// Joins the queue and waits for the lock; leaves the queue before it returns without
 /// a grant, and as soon as the caller is gone (`tx` closed).
 async fn wait(
-    handle: &Handle,
+    handle: &Arc<Handle>,
     ask: &Ask,
     once: bool,
     tx: &mut oneshot::Sender<Outcome>,
@@ -201,8 +220,9 @@ async fn wait(
         // When the place was last renewed (as of the statement's sending).
         let mut renewed = sent;
         let mut backoff = Backoff::new(settings.poll_min, settings.poll_max.min(renew));
-        // When a waiter behind the first last looked, and how many were ahead then.
-        let mut last_look: Option<(Instant, i64)> = None;
+        // When the waiter joined (as of its first look behind the first) and how many
+        // were ahead then: the queue's pace since.
+        let mut joined: Option<(Instant, i64)> = None;
         loop {
             if tx.is_closed() {
                 settle(handle, &place, standing).await;
@@ -223,51 +243,58 @@ async fn wait(
                     leave(handle, &place).await;
                     return Ok(None);
                 }
-                // The first waiter, and the one right behind it (which the lock goes
-                // to next, as soon as the first has taken it up), look at the poll
-                // interval; the others about once a second.
-                Standing::Waiting { ahead: 0 | 1 } => backoff.next_delay(),
-                // About once a second, or sooner when the queue moves fast enough to
-                // reach this waiter before then: by the pace it moved since the last
-                // look, when the waiter before it would be first.
+                // The first waiter polls at the poll interval: the lock is handed to it
+                // next.
+                Standing::Waiting { ahead: 0 } => backoff.next_delay(),
+                // Behind it, a waiter that a handoff's notification names needs no
+                // look but to keep its place: about once a second.
+                Standing::Waiting { .. } if wake.is_some() => behind,
+                // Without notifications, as often as the queue moves, and about once a
+                // second when it does not (see `behind_delay`).
                 Standing::Waiting { ahead } => {
                     let now = Instant::now();
-                    // The first look after joining comes at the poll interval, so
-                    // that the second knows the queue's pace.
-                    let mut d = if last_look.is_none() {
-                        behind.min(settings.poll_max)
-                    } else {
-                        behind
-                    };
-                    if let Some((at, before)) = last_look {
-                        let moved = u32::try_from(before - ahead).unwrap_or(0);
-                        if moved > 0 {
-                            let per_place = now.saturating_duration_since(at) / moved;
-                            let places = u32::try_from(ahead - 1).unwrap_or(u32::MAX);
-                            d = d.min(per_place.saturating_mul(places));
-                        }
-                    }
-                    last_look = Some((now, ahead));
-                    d.max(settings.poll_min)
+                    let (since, before) = *joined.get_or_insert((now, ahead));
+                    behind_delay(now - since, before - ahead, ahead, behind).max(settings.poll_min)
                 }
             };
             let first = matches!(standing, Standing::Waiting { ahead: 0 });
             let named = tokio::select! {
                 () = tokio::time::sleep(delay) => None,
                 // Named by a handoff: a grant waits to be taken up.
-                token = woken(&wake) => Some(token),
+                named = woken(&wake) => Some(named),
                 () = tx.closed() => {
                     leave(handle, &place).await;
                     return Ok(None);
                 }
             };
+            // Named with the grant's token and expiry, a waiter whose grant the
+            // watchdog renews takes it as the notification describes it, with no
+            // statement on the way: the handoff made the grant the waiter's, lasting as
+            // long as its place, whose expiry the place's last renewal set. So the grant
+            // is valid from that renewal's sending. The place, left behind, is deleted
+            // in the background (the sweep would remove it once it lapsed).
+            if let Some((token, expires_us)) = named {
+                if token > 0 && expires_us > 0 && ask.renewed {
+                    forget(handle, &place);
+                    sent = renewed;
+                    standing = Standing::Granted(Grant {
+                        owner: handle.owner_text.clone(),
+                        token,
+                        expires_us,
+                        hold_count: 1,
+                        strategy: Strategy::Fair.name().to_owned(),
+                        presence: None,
+                    });
+                    continue;
+                }
+            }
             sent = Instant::now();
             // Behind the head, the place is renewed only when it would otherwise go
             // unrenewed for longer than a third of its TTL before the next look.
             let due = first || sent + behind >= renewed + renew;
             let step = match named {
                 // The grant's token came with the notification: taken up at once.
-                Some(token) if token > 0 => db.fair_claim(&place, token).await,
+                Some((token, _)) if token > 0 => db.fair_claim(&place, token).await,
                 Some(_) => db.fair_stand(&place, due).await,
                 None if first => match db.fair_poll(&place).await {
                     // The gate is taken (another acquisition of the key, a for-update
@@ -277,7 +304,9 @@ async fn wait(
                 },
                 None => db.fair_stand(&place, due).await,
             };
-            if due && !matches!(named, Some(t) if t > 0) {
+            // Only a step that went through renewed the place: the grant a later
+            // handoff names lasts from then.
+            if due && step.is_ok() && !matches!(named, Some((t, _)) if t > 0) {
                 renewed = sent;
             }
             standing = match step {
@@ -314,8 +343,8 @@ fn subscribe(handle: &Handle, ticket: i64) -> Wake {
 }
 
 /// Returns when the waiter was named by a handoff, with the token of the grant it
-/// named (0: look); never without notifications.
-async fn woken(wake: &Wake) -> i64 {
+/// named (0: look) and its expiry; never without notifications.
+async fn woken(wake: &Wake) -> (i64, i64) {
     match wake {
         #[cfg(feature = "postgres")]
         Some(w) => w.woken().await,
@@ -323,6 +352,26 @@ async fn woken(wake: &Wake) -> i64 {
         Some(never) => match *never {},
         None => std::future::pending().await,
     }
+}
+
+/// Deletes, in the background, the place of a waiter that took its grant without a
+/// statement. Should that fail, the place lapses at its TTL (it is renewed no more),
+/// is never handed anything (it holds a grant), and is swept.
+fn forget(handle: &Arc<Handle>, place: &Place<'_>) {
+    let handle = handle.clone();
+    let (key, ticket) = (place.key.to_owned(), place.ticket);
+    tokio::spawn(async move {
+        let place = Place {
+            key: &key,
+            owner: &handle.owner_text,
+            ticket,
+            ttl_us: 0,
+        };
+        if let Err(f) = retry_failure(|| handle.db.fair_forget(&place)).await {
+            tracing::debug!(key = %key, error = %f.error,
+                "could not delete a fair place whose grant was taken; it lapses");
+        }
+    });
 }
 
 /// Ends a wait whose caller is gone: a grant is given back, a place left.
@@ -349,23 +398,10 @@ async fn give_back(handle: &Handle, key: &str, token: i64) {
         strategy: Strategy::Fair,
         token,
     };
-    if let Err(e) = release(handle, &id).await {
+    if let Err(e) = release(handle, &id, None).await {
         tracing::warn!(key = %key, error = %e,
             "could not give back a fair lock taken for a caller that stopped waiting; \
              it lapses at its expiry");
-    }
-}
-
-/// Gives back one hold of a fair lock, and the last hands it on to the next waiter in
-/// the same transaction: whether it was still ours. Should the key's gate stay taken,
-/// the lock is released alone, and the next poll of the first waiter hands it on.
-pub(crate) async fn release(handle: &Handle, id: &LockId) -> Result<bool> {
-    let held = id.held(&handle.owner_text);
-    let db = &handle.db;
-    match retry_failure(|| db.fair_release(&held)).await {
-        Ok(released) => Ok(released),
-        Err(f) if f.class == Class::Contention => super::lease::release_row(handle, id, None).await,
-        Err(f) => Err(f.error),
     }
 }
 
@@ -394,5 +430,30 @@ impl Drop for Landing {
             let _entered = runtime.enter();
             drop(runtime.spawn(async move { give_back(&handle, &key, grant.token).await }));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_waiter_behind_looks_as_often_as_the_queue_moves_and_about_once_a_second() {
+        let second = Duration::from_secs(1);
+        // Before the queue moves: as long as waited so far, up to a second.
+        assert_eq!(behind_delay(Duration::ZERO, 0, 5, second), Duration::ZERO);
+        assert_eq!(behind_delay(40 * MS, 0, 5, second), 40 * MS);
+        assert_eq!(behind_delay(3 * second, 0, 5, second), second);
+        // A queue moving a place every 10 ms, 5 places from being first: 25 ms.
+        assert_eq!(behind_delay(100 * MS, 10, 5, second), 25 * MS);
+        // Right behind the first, in a queue moving a place every 100 ms: 50 ms.
+        assert_eq!(behind_delay(300 * MS, 3, 1, second), 50 * MS);
+        // A slow queue: about once a second.
+        assert_eq!(behind_delay(10 * second, 2, 9, second), second);
+        assert_eq!(behind_delay(20 * second, 2, 1, second), second);
+        // A queue that moved backwards (a waiter ahead rejoined): as if it had not moved.
+        assert_eq!(behind_delay(200 * MS, -1, 3, second), 200 * MS);
     }
 }

@@ -4,8 +4,6 @@
 //! token-checked statement. They differ at release only: a lease row stays, marked
 //! free; an insert row is deleted, so that a free lock is no row at all.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,15 +12,15 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::db::retry::retry_contention;
-use crate::db::values::{Acquire, Extend, Release};
+use crate::db::values::{Acquire, Extend};
 use crate::db::{Failure, Grant};
 use crate::keepers::watchdog::Track;
 use crate::support::error::{Class, Error, Result};
 use crate::support::lost::LostSignal;
-use crate::support::strategy_kind::Strategy;
 
 use super::grant::{Ask, LockId};
 use super::handle::Handle;
+use super::release::release;
 
 /// One acquisition statement: the grant, when the row as it stands after the
 /// statement is ours.
@@ -78,76 +76,6 @@ pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>,
     }
     grant.presence = epoch;
     Ok(Some(grant))
-}
-
-/// Gives back one hold, retrying statements that lost a deadlock race; whether the
-/// lease was still ours. A fair lock's last hold is handed on to its next waiter.
-///
-/// The insert strategy's last hold deletes the row; a lease's row stays, free; a fair
-/// lock's last hold hands it to the next live waiter (`fair.rs`). With an at-least hold
-/// (`at_least`, see [`LockRequest::at_least`](crate::LockRequest::at_least)) the last
-/// hold frees the key only once that long has passed since the lease was taken, on the
-/// database clock; before then the row stays taken, with no hold, until then. On
-/// MariaDB a release waits a second at most on a row lock (the row of a lease that
-/// lapsed may be a for-update holder's for a whole transaction): when the row stays
-/// locked, a read that waits on nothing tells a lease that is gone (`false`) from a
-/// short lock (contention, tried again).
-pub(crate) async fn release(
-    handle: &Handle,
-    id: &LockId,
-    at_least: Option<Duration>,
-) -> Result<bool> {
-    // An at-least hold is refused for a fair lock before it is taken. Boxed, its type
-    // erased: the handoff's transaction nests deep, and every caller's future (a
-    // guard's release, a resignation) would otherwise carry it in its own type, deep
-    // enough for the compiler's layout checks to reach their recursion limit in users'
-    // crates.
-    if id.strategy == Strategy::Fair {
-        let handoff: Pin<Box<dyn Future<Output = Result<bool>> + Send + '_>> =
-            Box::pin(super::fair::release(handle, id));
-        return handoff.await;
-    }
-    release_row(handle, id, at_least).await
-}
-
-/// [`release`] of the row alone: a fair lock's release when its handoff cannot be
-/// made (the first waiter's next poll hands it on then).
-pub(crate) async fn release_row(
-    handle: &Handle,
-    id: &LockId,
-    at_least: Option<Duration>,
-) -> Result<bool> {
-    let held = id.held(&handle.owner_text);
-    let db = &handle.db;
-    let insert = id.strategy == Strategy::Insert;
-    retry_contention(|| async {
-        let released = async {
-            match at_least {
-                None => {
-                    if insert && db.insert_release(&held).await? {
-                        return Ok(true);
-                    }
-                    db.lease_release(&held).await
-                }
-                Some(hold) => {
-                    let r = Release {
-                        held,
-                        at_least_us: i64::try_from(hold.as_micros()).unwrap_or(i64::MAX),
-                    };
-                    if insert && db.insert_release_at_least(&r).await? {
-                        return Ok(true);
-                    }
-                    db.lease_release_at_least(&r).await
-                }
-            }
-        }
-        .await;
-        match released {
-            Err(f) if f.class == Class::Contention && !db.still_held(&held).await? => Ok(false),
-            other => other,
-        }
-    })
-    .await
 }
 
 /// Pushes a lease's expiry to at least `ttl` from now: the new expiry, `None` when the

@@ -4,12 +4,19 @@
 //! - [`lease`]: the lease and the insert strategies (a row with owner and expiry);
 //! - [`for_update`]: a row lock in an open transaction, and
 //!   [`held_transaction`]: that transaction while it is held;
+//! - [`fair`]: a queue of waiters served in order, each handed the lock in turn;
 //! - [`attempt`]: the cancel-safe attempt every acquisition goes through;
+//! - [`release`]: giving a row's lock back (and a fair lock's handoff), below them all;
 //! - [`handle`]: the state of the handle they work for.
+//!
+//! Besides, [`semaphore`] takes k permits of a semaphore at once, each a lease.
 //!
 //! A request comes in as an [`Ask`]; a grant goes out as a [`Hold`] and the [`LockId`]
 //! that names it. A guard holds both and delegates to the hold; which strategy it is
 //! matters here only.
+
+// The semaphore's acquisition: its permits are leases, taken k at once.
+pub(crate) mod semaphore;
 
 pub(crate) mod attempt;
 pub(crate) mod fair;
@@ -19,6 +26,7 @@ pub(crate) mod handle;
 pub(crate) mod held_transaction;
 pub(crate) mod lease;
 pub(crate) mod multi;
+pub(crate) mod release;
 pub(crate) mod rwlock;
 
 use std::sync::Arc;

@@ -21,7 +21,7 @@ use crate::support::strategy_kind::Strategy;
 
 use super::grant::LockId;
 use super::handle::{Handle, InFlight};
-use super::lease;
+use super::release;
 
 /// What a multi-lock attempt asks for: its keys, sorted and distinct, and the TTL of
 /// each lease (validated).
@@ -86,7 +86,7 @@ impl Drop for Landing {
                     token: grant.token,
                 };
                 let at_least = handle.at_least(&id.key);
-                if let Err(e) = lease::release(&handle, &id, at_least).await {
+                if let Err(e) = release::release(&handle, &id, at_least).await {
                     tracing::warn!(key = %id.key, error = %e,
                         "could not give back a multi-lock's key taken for a caller that \
                          stopped waiting; it lapses at its expiry");

@@ -225,6 +225,56 @@ pub enum Error {
         source: sqlx::Error,
     },
 
+    // The semaphore's errors (`Locker::semaphore`).
+    /// Occurs when a lock is asked for on a key of the space reserved for semaphores'
+    /// permits, [`SEMAPHORE_KEY_PREFIX`](crate::SEMAPHORE_KEY_PREFIX): a permit is
+    /// taken through its [`Semaphore`](crate::Semaphore) only, so that no other lock
+    /// can ever stand for one. Reported before any SQL is sent.
+    #[error("lock key {key:?} is reserved: keys starting with {prefix:?} are semaphores' permits")]
+    ReservedKey {
+        /// The key asked for.
+        key: String,
+        /// The reserved prefix it starts with.
+        prefix: &'static str,
+    },
+
+    /// Occurs when a semaphore is given no permits, or more than
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS). Reported before any SQL is sent.
+    #[error("a semaphore of {permits} permits is out of range, it must have 1 to {max}")]
+    InvalidPermits {
+        /// The number of permits asked for.
+        permits: u32,
+        /// The maximum.
+        max: u32,
+    },
+
+    /// Occurs when an acquisition asks a semaphore for no permit, or for more permits
+    /// than the semaphore has (it could never be granted). Reported before any SQL is
+    /// sent.
+    #[error("cannot take {count} permits of a semaphore of {permits}: ask for 1 to {permits}")]
+    InvalidPermitCount {
+        /// The number of permits asked for at once.
+        count: u32,
+        /// The semaphore's number of permits.
+        permits: u32,
+    },
+
+    /// Occurs when a semaphore is used with another number of permits than the one it
+    /// is recorded with: the first caller fixes N, and every caller must agree on it.
+    /// Nothing was taken. Reported before any permit is granted.
+    #[error(
+        "semaphore {name:?} has {recorded} permits, not {requested}: every caller must \
+         name the same number"
+    )]
+    PermitsMismatch {
+        /// The semaphore's name.
+        name: String,
+        /// The number of permits it is recorded with.
+        recorded: u32,
+        /// The number this caller named.
+        requested: u32,
+    },
+
     /// Occurs when [`LockerBuilder::build`](crate::LockerBuilder::build) is given a
     /// setting the database cannot honour: `notify_waiters` and `transaction_pooling`
     /// are for PostgreSQL only.

@@ -74,6 +74,64 @@ pub(crate) fn election_key(name: &str) -> Result<String> {
     Ok(key)
 }
 
+/// What the keys of a semaphore's permits start with: `semaphore:`. The permit in
+/// slot `i` of the semaphore `name` is the lease on `semaphore:<name>#<i>`. Plain
+/// locks are refused on these keys ([`Error::ReservedKey`]), so that no lock of
+/// another kind can stand for a permit.
+pub const SEMAPHORE_KEY_PREFIX: &str = "semaphore:";
+
+/// The most permits a semaphore may have: 1000.
+pub const MAX_PERMITS: u32 = 1000;
+
+/// The longest semaphore name, in bytes of UTF-8: its permits' keys (with
+/// [`SEMAPHORE_KEY_PREFIX`], `#` and a slot number of up to three digits) must fit
+/// [`MAX_KEY_BYTES`].
+pub const MAX_SEMAPHORE_NAME_BYTES: usize = MAX_KEY_BYTES - SEMAPHORE_KEY_PREFIX.len() - 4;
+
+/// Checks a plain lock's key: a key, and not one of a semaphore's permits.
+pub(crate) fn lock_key(key: &str) -> Result<()> {
+    self::key(key)?;
+    if key.starts_with(SEMAPHORE_KEY_PREFIX) {
+        return Err(Error::ReservedKey {
+            key: key.to_owned(),
+            prefix: SEMAPHORE_KEY_PREFIX,
+        });
+    }
+    Ok(())
+}
+
+/// Checks a semaphore's name (as a key: empty, too long, NUL) and its number of
+/// permits, and returns the prefix of its permits' keys.
+pub(crate) fn semaphore(name: &str, permits: u32) -> Result<String> {
+    if name.is_empty() {
+        return Err(Error::EmptyKey);
+    }
+    if name.len() > MAX_SEMAPHORE_NAME_BYTES {
+        return Err(Error::KeyTooLong {
+            len: name.len(),
+            max: MAX_SEMAPHORE_NAME_BYTES,
+        });
+    }
+    if name.contains('\0') {
+        return Err(Error::KeyContainsNul);
+    }
+    if permits == 0 || permits > MAX_PERMITS {
+        return Err(Error::InvalidPermits {
+            permits,
+            max: MAX_PERMITS,
+        });
+    }
+    Ok(format!("{SEMAPHORE_KEY_PREFIX}{name}#"))
+}
+
+/// Checks how many permits an acquisition takes at once.
+pub(crate) fn permit_count(count: u32, permits: u32) -> Result<()> {
+    if count == 0 || count > permits {
+        return Err(Error::InvalidPermitCount { count, permits });
+    }
+    Ok(())
+}
+
 /// Checks a leader identity.
 pub(crate) fn identity(id: &str) -> Result<()> {
     let reason = if id.is_empty() {

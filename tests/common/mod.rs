@@ -13,6 +13,7 @@ pub mod contention;
 pub mod history;
 pub mod kill;
 pub mod partition;
+pub mod permits;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -109,6 +109,16 @@ pub(crate) fn to_csv(r: &Report) -> String {
             per(w.statements, w.ticks as f64),
         );
     }
+    for s in &r.semaphore {
+        line(
+            "semaphore",
+            "library",
+            s.what,
+            s.workers,
+            "ops_per_sec",
+            s.per_sec(),
+        );
+    }
     if let Some(s) = &r.scale {
         let (mut a, mut b) = (s.small.clone(), s.big.clone());
         line(

@@ -48,6 +48,8 @@ pub(crate) fn to_json(r: &Report, targets: &[Target], args: &BenchArgs) -> Value
                 "statements_by_kind": c.stmts.by_kind_json(),
                 "wait_seconds": c.wait_secs,
                 "statements_per_sec_per_waiter": c.waiter_rate(),
+                "still_first_statements_per_sec": c.still.map(|s| s.0),
+                "still_behind_statements_per_sec": c.still.map(|s| s.1),
             })
         })
         .collect();
@@ -101,6 +103,16 @@ pub(crate) fn to_json(r: &Report, targets: &[Target], args: &BenchArgs) -> Value
             "renew_statement_mean_us": w.renew_mean_us,
             "acquire_seconds": w.acquire_secs,
         })),
+        "semaphore": r.semaphore.iter().map(|s| {
+            let mut lat = s.latency.clone();
+            json!({
+                "primitive": s.what,
+                "workers": s.workers,
+                "ops_per_sec": s.per_sec(),
+                "p50_us": lat.percentile(50.0),
+                "p99_us": lat.percentile(99.0),
+            })
+        }).collect::<Vec<_>>(),
         "scale": r.scale.as_ref().map(|s| {
             let (mut a, mut b) = (s.small.clone(), s.big.clone());
             json!({

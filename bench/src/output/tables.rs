@@ -121,6 +121,28 @@ pub(crate) fn tables(r: &Report, targets: &[Target], args: &BenchArgs) -> String
                 "(waking waiters by notification is not available in this build)"
             );
         }
+        let _ = writeln!(
+            o,
+            "\nA queue standing still: {} waiters behind one holder, statements per second",
+            args.waiters
+        );
+        let _ = writeln!(
+            o,
+            "{:<12} {:<21} {:>14} {:>18}",
+            "strategy", "waiting", "first waiter", "each one behind"
+        );
+        for c in &r.contended {
+            if let Some((first, behind)) = c.still {
+                let _ = writeln!(
+                    o,
+                    "{:<12} {:<21} {:>14.2} {:>18.2}",
+                    c.strategy,
+                    c.waiting.name(),
+                    first,
+                    behind
+                );
+            }
+        }
     }
     if !r.rwlock.is_empty() {
         let _ = writeln!(o, "\nRead-write lock: acquire+release cycles per second");
@@ -154,6 +176,29 @@ pub(crate) fn tables(r: &Report, targets: &[Target], args: &BenchArgs) -> String
             w.client_statements,
             w.renew_mean_us / 1000.0
         );
+    }
+    if !r.semaphore.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nSemaphore: acquire+release of one permit of 8, beside the mutex (a key per worker)"
+        );
+        let _ = writeln!(
+            o,
+            "{:>7}  {:<22} {:>9} {:>8} {:>8}",
+            "workers", "primitive", "ops/s", "p50 ms", "p99 ms"
+        );
+        for s in &r.semaphore {
+            let mut lat = s.latency.clone();
+            let _ = writeln!(
+                o,
+                "{:>7}  {:<22} {:>9.0} {:>8.3} {:>8.3}",
+                s.workers,
+                s.what,
+                s.per_sec(),
+                ms(lat.percentile(50.0)),
+                ms(lat.percentile(99.0))
+            );
+        }
     }
     if let Some(s) = &r.scale {
         let (mut a, mut b) = (s.small.clone(), s.big.clone());

@@ -276,6 +276,7 @@ pub(crate) async fn contended(
                 handoff,
                 stmts,
                 wait_secs,
+                still: None,
             };
             match &mut acc[i] {
                 Some(a) => a.absorb(&m),
@@ -283,5 +284,73 @@ pub(crate) async fn contended(
             }
         }
     }
-    Ok((acc.into_iter().flatten().collect(), notify))
+    let mut measured: Vec<Contended> = acc.into_iter().flatten().collect();
+    // What a queue costs while it stands still, for the waiters that poll or are woken
+    // (for-update waiters wait in the server and send nothing meanwhile).
+    for (i, (waiting, s)) in setups.iter().enumerate() {
+        let (Some(ls), Some(s)) = (&lockers[i], s) else {
+            continue;
+        };
+        if *waiting == Waiting::InDatabase {
+            continue;
+        }
+        progress.note(&format!(
+            "contended: a queue standing still, {} {}",
+            s.name(),
+            waiting.name()
+        ));
+        let key = format!("{KEY_PREFIX}still-{}-{}", s.name(), waiting.name());
+        let still = standing_still(ls, &key, args.contended_duration).await?;
+        if let Some(m) = measured.get_mut(i) {
+            m.still = Some(still);
+        }
+    }
+    Ok((measured, notify))
+}
+
+/// How long waiters settle before a window of [`standing_still`] is counted, at most:
+/// a waiter that has just joined looks more often until it has waited about a second.
+const SETTLE: Duration = Duration::from_secs(3);
+/// How long [`standing_still`] counts statements, each time, at most.
+const STILL_WINDOW: Duration = Duration::from_secs(5);
+
+/// Statements per second of a queue standing still behind one holder of `key`: of the
+/// first waiter alone, then of each waiter behind it (all of `lockers` but two waiting,
+/// less the first's share). The holder's renewals fall in both windows and cancel out
+/// of the second figure; they count in the first's (one renewal per third of the TTL).
+/// Settling and windows take half of `budget` each, up to [`SETTLE`] and
+/// [`STILL_WINDOW`].
+async fn standing_still(
+    lockers: &[Locker],
+    key: &str,
+    budget: Duration,
+) -> Result<(f64, f64), Failure> {
+    let settle = (budget / 2).min(SETTLE);
+    let window = (budget / 2).min(STILL_WINDOW);
+    let holder = lockers[0].acquire(key).await?;
+    let mut waiters = JoinSet::new();
+    let wait = |set: &mut JoinSet<()>, l: &Locker| {
+        let (l, k) = (l.clone(), key.to_owned());
+        set.spawn(async move {
+            let _ = l.acquire(&k).await;
+        });
+    };
+    let rate = || async {
+        tokio::time::sleep(settle).await;
+        let before = count::snapshot();
+        tokio::time::sleep(window).await;
+        count::snapshot().since(&before).total() as f64 / window.as_secs_f64()
+    };
+    wait(&mut waiters, &lockers[1]);
+    let first = rate().await;
+    for l in &lockers[2..] {
+        wait(&mut waiters, l);
+    }
+    let all = rate().await;
+    // Their futures dropped, fair waiters leave the queue (in tasks of their own).
+    waiters.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    holder.release().await?;
+    let behind = lockers.len().saturating_sub(2).max(1) as f64;
+    Ok((first, ((all - first) / behind).max(0.0)))
 }

@@ -1,0 +1,200 @@
+//! [`SemaphoreGuard`]: the permits one acquisition of a [`Semaphore`](crate::Semaphore)
+//! took, each a lease held as a [`LockGuard`] holds one, with one lost signal for the
+//! set.
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::support::error::{Error, Result};
+use crate::support::lost::{LostReason, LostSignal};
+
+use super::guard::LockGuard;
+
+/// Permits of a [`Semaphore`](crate::Semaphore), taken at once by one acquisition.
+///
+/// Each permit is a lease with the guarantees of a [`LockGuard`]'s: renewed by the
+/// handle's watchdog, a fencing token of its own, released only by its owner. While
+/// the guard is held and not [lost](Self::lost), its permits count towards N and no
+/// one else holds them.
+///
+/// # Dropping
+///
+/// Dropping the guard releases its permits in the background, as dropping a
+/// `LockGuard` does (on the runtime the permits were taken on, even outside of one);
+/// their renewal stops at once. Call [`release`](Self::release) to know whether they
+/// were still held.
+#[derive(Debug)]
+#[must_use = "if unused the permits are given back at once"]
+pub struct SemaphoreGuard {
+    name: String,
+    permits: Vec<LockGuard>,
+    lost: LostSignal,
+    /// The tasks that fire `lost` when a permit is lost; stopped with the guard.
+    watchers: Vec<JoinHandle<()>>,
+}
+
+impl SemaphoreGuard {
+    /// The guard of `permits` (one at least) of the semaphore `name`.
+    pub(crate) fn new(name: String, permits: Vec<LockGuard>) -> Self {
+        let (lost, watchers) = match permits.as_slice() {
+            [one] => (one.lost(), Vec::new()),
+            _ => {
+                // One signal for the set: the first permit lost fires it.
+                let (tx, rx) = watch::channel(None);
+                let tx = std::sync::Arc::new(tx);
+                let watchers = permits
+                    .iter()
+                    .map(|permit| {
+                        let mut signal = permit.lost();
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            let reason = signal.wait().await;
+                            tx.send_if_modified(|now| {
+                                let first = now.is_none();
+                                if first {
+                                    *now = Some(reason);
+                                }
+                                first
+                            });
+                        })
+                    })
+                    .collect();
+                (LostSignal::from(rx), watchers)
+            }
+        };
+        Self {
+            name,
+            permits,
+            lost,
+            watchers,
+        }
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many permits the guard holds.
+    pub fn permits(&self) -> usize {
+        self.permits.len()
+    }
+
+    /// The highest fencing token of the guard's permits: the one to fence with when
+    /// the guard holds one permit.
+    ///
+    /// Each permit has a token of its own, which only grows from one grant of its slot
+    /// to the next (on PostgreSQL and MariaDB every grant of the table draws a higher
+    /// token than the grants before it, across the semaphore's slots too). A resource
+    /// that fences the semaphore's holders keeps the last token it saw per slot
+    /// ([`keys`](Self::keys)).
+    pub fn fencing_token(&self) -> i64 {
+        self.fencing_tokens().into_iter().max().unwrap_or(0)
+    }
+
+    /// Every permit's fencing token, in the order of [`keys`](Self::keys).
+    pub fn fencing_tokens(&self) -> Vec<i64> {
+        self.permits.iter().map(LockGuard::fencing_token).collect()
+    }
+
+    /// The keys of the permits' slots (`semaphore:<name>#<slot>`), by slot.
+    pub fn keys(&self) -> Vec<&str> {
+        self.permits.iter().map(LockGuard::key).collect()
+    }
+
+    /// When the first of the permits expires unless renewed (database clock).
+    pub fn expires_at(&self) -> DateTime<Utc> {
+        self.permits
+            .iter()
+            .map(LockGuard::expires_at)
+            .min()
+            .unwrap_or(DateTime::<Utc>::MIN_UTC)
+    }
+
+    /// A signal that fires when any of the permits is lost (its lease no longer this
+    /// owner's, or renewals failing until it may have lapsed), with the first reason.
+    /// The permits left are still held until the guard is released or dropped.
+    pub fn lost(&self) -> LostSignal {
+        self.lost.clone()
+    }
+
+    /// Whether any of the permits was lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_lost() || self.permits.iter().any(LockGuard::is_lost)
+    }
+
+    /// Why a permit was lost, if one was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.lost
+            .reason()
+            .or_else(|| self.permits.iter().find_map(|p| p.lost().reason()))
+    }
+
+    /// Gives the permits back: whether every one of them was still this owner's. A
+    /// permit that was lost (taken by another owner after it lapsed) is left to its
+    /// holder: a release checks owner and token.
+    ///
+    /// # Errors
+    ///
+    /// Database errors; every permit's release is attempted even when one fails (a
+    /// permit whose release failed lapses at its expiry), and the first error is
+    /// reported.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the releases run in a task of their own, and finish in the
+    /// background if the future is dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// let permits = locker.semaphore("exports", 4).acquire_many(2).await?;
+    /// assert!(permits.release().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release(mut self) -> Result<bool> {
+        let permits = std::mem::take(&mut self.permits);
+        // In a task of its own, so that a caller that stops waiting leaves every
+        // release to finish: a release cut off half way would leave its permit to
+        // lapse at its expiry.
+        let releasing = tokio::spawn(async move {
+            let mut all = true;
+            let mut failed = None;
+            for permit in permits {
+                match permit.release().await {
+                    Ok(held) => all &= held,
+                    Err(e) => {
+                        all = false;
+                        failed.get_or_insert(e);
+                    }
+                }
+            }
+            match failed {
+                Some(e) => Err(e),
+                None => Ok(all),
+            }
+        });
+        match releasing.await {
+            Ok(released) => released,
+            // The task panicked: the permits it did not give back lapse at their expiry.
+            Err(_) => Err(Error::Database(sqlx::Error::WorkerCrashed)),
+        }
+    }
+}
+
+/// Stops the lost signal's watchers; each permit's own drop gives it back in the
+/// background (see the type's docs).
+impl Drop for SemaphoreGuard {
+    fn drop(&mut self) {
+        for watcher in &self.watchers {
+            watcher.abort();
+        }
+    }
+}

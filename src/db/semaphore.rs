@@ -1,0 +1,145 @@
+//! The semaphore's statements and its acquisition transaction, written once over every
+//! server: a semaphore of N permits is N lease rows of the lock table (its slots), and
+//! an acquisition takes k of them in one transaction under the semaphore's gate, all
+//! or none.
+
+use super::backend::Backend;
+use super::outcome::Listed;
+use super::runner::{checked_out, listed, On, Runner};
+use super::statement::{Statement, Target};
+use super::values::{Key, Limit, Permits, Slots};
+
+/// The semaphore's statements (`semaphore_*.sql`), every server's.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    ensure: Statement<Permits<'static>>,
+    gate: Statement<Key<'static>>,
+    permits: Statement<Key<'static>>,
+    take: Statement<Slots<'static>>,
+    holders: Statement<Slots<'static>>,
+    list: Statement<Limit>,
+}
+
+/// The templates of [`Statements`]: `semaphore_ensure`, `_gate`, `_permits`, `_take`,
+/// `_holders`, `_list`, in that order.
+pub(crate) type Templates = [&'static str; 6];
+
+/// The templates of `sql/$dir/`.
+macro_rules! semaphore_templates {
+    ($dir:literal) => {{
+        use $crate::db::backend::sql;
+        [
+            sql!($dir, "semaphore_ensure"),
+            sql!($dir, "semaphore_gate"),
+            sql!($dir, "semaphore_permits"),
+            sql!($dir, "semaphore_take"),
+            sql!($dir, "semaphore_holders"),
+            sql!($dir, "semaphore_list"),
+        ]
+    }};
+}
+pub(crate) use semaphore_templates;
+
+impl Statements {
+    pub(crate) fn render(t: &Templates, target: &Target<'_>) -> Self {
+        Self {
+            ensure: target.render(t[0]),
+            gate: target.render(t[1]),
+            permits: target.render(t[2]),
+            take: target.render(t[3]),
+            holders: target.render(t[4]),
+            list: target.render(t[5]),
+        }
+    }
+}
+
+/// What one acquisition found.
+#[derive(Debug)]
+pub(crate) enum Taken {
+    /// The permits taken, by slot key: token and expiry.
+    Granted(Vec<Slot>),
+    /// Fewer than the permits asked for were free: nothing was taken.
+    Busy,
+    /// The semaphore is recorded with another N (this one): nothing was taken.
+    Mismatch(i64),
+    /// The semaphore is not recorded (yet, or any more): record it, and try again.
+    Unknown,
+}
+
+/// One permit taken: its slot's key, its fencing token, its expiry.
+#[derive(Debug, Clone)]
+pub(crate) struct Slot {
+    pub(crate) key: String,
+    pub(crate) token: i64,
+    pub(crate) expires_us: i64,
+}
+
+/// Records the semaphore with N, unless it is recorded: the N it is recorded with.
+pub(crate) async fn ensure<B: Backend>(b: &B, p: &Permits<'_>) -> Result<Option<i64>, sqlx::Error> {
+    let s = &b.common().semaphore;
+    B::Db::execute(On::Pool(b.pool(), false), &s.ensure, p).await?;
+    let rows = B::Db::rows(On::Pool(b.pool(), false), &s.permits, &Key(p.name)).await?;
+    rows.first()
+        .map(|r| B::Db::int32(r, 0).map(i64::from))
+        .transpose()
+}
+
+/// Takes `slots.count` permits of the semaphore `p.name` for `slots.owner`, all or
+/// none, in one transaction that first locks the semaphore's row (its gate) and checks
+/// its N. Rolled back unless every permit asked for was taken.
+pub(crate) async fn take<B: Backend>(
+    b: &B,
+    p: &Permits<'_>,
+    slots: &Slots<'_>,
+) -> Result<Taken, sqlx::Error> {
+    let s = &b.common().semaphore;
+    let mut tx = b.pool().begin().await?;
+    checked_out();
+    let gate = B::Db::rows(On::Conn(&mut *tx), &s.gate, &Key(p.name)).await?;
+    let recorded = match gate.first() {
+        Some(row) => i64::from(B::Db::int32(row, 0)?),
+        None => {
+            tx.rollback().await?;
+            return Ok(Taken::Unknown);
+        }
+    };
+    drop(gate);
+    if recorded != p.permits {
+        tx.rollback().await?;
+        return Ok(Taken::Mismatch(recorded));
+    }
+    let rows = B::Db::rows(On::Conn(&mut *tx), &s.take, slots).await?;
+    let mut taken = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if B::Db::int(row, 3)? == 1 {
+            taken.push(Slot {
+                key: B::Db::text(row, 0)?,
+                token: B::Db::int(row, 1)?,
+                expires_us: B::Db::int(row, 2)?,
+            });
+        }
+    }
+    drop(rows);
+    if i64::try_from(taken.len()).unwrap_or(i64::MAX) < slots.count {
+        tx.rollback().await?;
+        return Ok(Taken::Busy);
+    }
+    tx.commit().await?;
+    Ok(Taken::Granted(taken))
+}
+
+/// The live permits of a semaphore's slots, as the lock list shows them.
+pub(crate) async fn holders<B: Backend>(
+    b: &B,
+    slots: &Slots<'_>,
+) -> Result<Vec<Listed>, sqlx::Error> {
+    listed(b.pool(), &b.common().semaphore.holders, slots).await
+}
+
+/// The recorded semaphores, by name, with their N.
+pub(crate) async fn list<B: Backend>(b: &B, l: &Limit) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    let rows = B::Db::rows(On::Pool(b.pool(), false), &b.common().semaphore.list, l).await?;
+    rows.iter()
+        .map(|r| Ok((B::Db::text(r, 0)?, i64::from(B::Db::int32(r, 1)?))))
+        .collect()
+}

@@ -1,0 +1,95 @@
+//! Giving a lock back, for every strategy that keeps a row: the release a guard, a
+//! re-entry nobody waits for and a fair wait whose caller left all go through. It sits
+//! below the strategies, so that a lease's hold, an attempt and a fair wait can each
+//! give a lock back without reaching into one another.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::db::retry::{retry_contention, retry_failure};
+use crate::db::values::Release;
+use crate::support::error::{Class, Result};
+use crate::support::strategy_kind::Strategy;
+
+use super::grant::LockId;
+use super::handle::Handle;
+
+/// Gives back one hold, retrying statements that lost a deadlock race; whether the
+/// lock was still ours.
+///
+/// The insert strategy's last hold deletes the row; a lease's row stays, free; a fair
+/// lock's last hold hands it to the next live waiter in the same transaction
+/// (`db/fair.rs`). With an at-least hold (`at_least`, see
+/// [`LockRequest::at_least`](crate::LockRequest::at_least)) the last hold frees the key
+/// only once that long has passed since the lease was taken, on the database clock;
+/// before then the row stays taken, with no hold, until then. On MariaDB a release
+/// waits a second at most on a row lock (the row of a lease that lapsed may be a
+/// for-update holder's for a whole transaction): when the row stays locked, a read that
+/// waits on nothing tells a lease that is gone (`false`) from a short lock (contention,
+/// tried again).
+pub(crate) async fn release(
+    handle: &Handle,
+    id: &LockId,
+    at_least: Option<Duration>,
+) -> Result<bool> {
+    // An at-least hold is refused for a fair lock before it is taken. Boxed, its type
+    // erased: the handoff's transaction nests deep, and every caller's future (a
+    // guard's release, a resignation) would otherwise carry it in its own type, deep
+    // enough for the compiler's layout checks to reach their recursion limit in users'
+    // crates.
+    if id.strategy == Strategy::Fair {
+        let handoff: Pin<Box<dyn Future<Output = Result<bool>> + Send + '_>> =
+            Box::pin(hand_on(handle, id));
+        return handoff.await;
+    }
+    release_row(handle, id, at_least).await
+}
+
+/// Gives back one hold of a fair lock, and the last hands it on to the next waiter in
+/// the same transaction: whether it was still ours. Should the key's gate stay taken,
+/// the lock is released alone, and the next poll of the first waiter hands it on.
+async fn hand_on(handle: &Handle, id: &LockId) -> Result<bool> {
+    let held = id.held(&handle.owner_text);
+    let db = &handle.db;
+    match retry_failure(|| db.fair_release(&held)).await {
+        Ok(released) => Ok(released),
+        Err(f) if f.class == Class::Contention => release_row(handle, id, None).await,
+        Err(f) => Err(f.error),
+    }
+}
+
+/// [`release`] of the row alone, without a handoff.
+async fn release_row(handle: &Handle, id: &LockId, at_least: Option<Duration>) -> Result<bool> {
+    let held = id.held(&handle.owner_text);
+    let db = &handle.db;
+    let insert = id.strategy == Strategy::Insert;
+    retry_contention(|| async {
+        let released = async {
+            match at_least {
+                None => {
+                    if insert && db.insert_release(&held).await? {
+                        return Ok(true);
+                    }
+                    db.lease_release(&held).await
+                }
+                Some(hold) => {
+                    let r = Release {
+                        held,
+                        at_least_us: i64::try_from(hold.as_micros()).unwrap_or(i64::MAX),
+                    };
+                    if insert && db.insert_release_at_least(&r).await? {
+                        return Ok(true);
+                    }
+                    db.lease_release_at_least(&r).await
+                }
+            }
+        }
+        .await;
+        match released {
+            Err(f) if f.class == Class::Contention && !db.still_held(&held).await? => Ok(false),
+            other => other,
+        }
+    })
+    .await
+}

@@ -1,0 +1,262 @@
+//! The semaphore's acquisition: k permits of N taken in one transaction, all or none
+//! (the steps are in `db/semaphore.rs`), each permit a lease of its own, held and
+//! given back like any lease.
+//!
+//! An attempt's transaction runs in a task of its own, so that it is never cut half
+//! way: if the caller stops waiting (its future dropped, its deadline met), the task
+//! finishes the transaction and gives back the permits it took, and a grant that was
+//! sent but never read is given back by [`Landing`] when it is dropped. The wait polls
+//! at the handle's poll interval, as a lease's does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::db::retry::retry_contention;
+use crate::db::semaphore::{Slot, Taken};
+use crate::db::values::{Held, Permits, Slots};
+use crate::db::Failure;
+use crate::support::backoff::Backoff;
+use crate::support::error::{Class, Error, Result};
+
+use super::handle::Handle;
+
+/// How many grants in a row may come back too late to use before a waiting call
+/// reports [`Error::GrantExpired`], as for a lock.
+const LAPSED_GRANTS: u32 = 3;
+
+/// How often a single try that lost a race (a lock wait on MariaDB, a busy SQLite) is
+/// made again before the semaphore counts as busy.
+const CONTENTION_RETRIES: u32 = 5;
+
+/// What an acquisition of permits asks for (validated).
+#[derive(Debug, Clone)]
+pub(crate) struct PermitAsk {
+    /// The semaphore's name.
+    pub(crate) name: String,
+    /// The prefix of its permits' keys: `semaphore:<name>#`.
+    pub(crate) prefix: String,
+    /// N, the semaphore's number of permits.
+    pub(crate) permits: u32,
+    /// k, how many permits to take at once.
+    pub(crate) count: u32,
+    /// Each permit's lease TTL.
+    pub(crate) ttl: Duration,
+}
+
+impl PermitAsk {
+    fn ttl_us(&self) -> i64 {
+        i64::try_from(self.ttl.as_micros()).unwrap_or(i64::MAX)
+    }
+
+    fn mismatch(&self, recorded: i64) -> Error {
+        Error::PermitsMismatch {
+            name: self.name.clone(),
+            recorded: u32::try_from(recorded).unwrap_or(u32::MAX),
+            requested: self.permits,
+        }
+    }
+}
+
+/// Permits granted: each slot taken, and when the attempt that took them was sent
+/// (each is valid at least until then plus its TTL).
+pub(crate) type Grants = (Vec<Slot>, Instant);
+
+/// Takes `ask.count` permits: waits until they are all free, or until `deadline`
+/// ([`Error::Timeout`]). With `once`, a single try: `None` when fewer were free.
+pub(crate) async fn acquire(
+    handle: &Arc<Handle>,
+    ask: &PermitAsk,
+    deadline: Option<Instant>,
+    once: bool,
+) -> Result<Option<Grants>> {
+    let started = Instant::now();
+    let settings = &handle.settings;
+    let mut backoff = Backoff::new(settings.poll_min, settings.poll_max);
+    let mut contention = Backoff::new(Duration::from_millis(1), Duration::from_millis(16));
+    let mut lapsed = 0;
+    let mut raced = 0;
+    let timed_out = || Error::Timeout {
+        key: ask.name.clone(),
+        waited: started.elapsed(),
+    };
+    loop {
+        let this = attempt(handle, ask);
+        let outcome = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, this).await {
+                Ok(outcome) => outcome,
+                // The attempt's task finishes, and gives back what it took.
+                Err(_) => return Err(timed_out()),
+            },
+            None => this.await,
+        };
+        let pause = match outcome {
+            Ok(Some(grants)) => return Ok(Some(grants)),
+            Ok(None) if once => return Ok(None),
+            Ok(None) => {
+                lapsed = 0;
+                backoff.next_delay()
+            }
+            // Lost a race for the semaphore's gate or a slot's row: try again soon;
+            // a single try counts a race that persists as busy.
+            Err(f) if f.class == Class::Contention => {
+                raced += 1;
+                if once && raced > CONTENTION_RETRIES {
+                    return Ok(None);
+                }
+                contention.next_delay()
+            }
+            // Granted too late to use: another attempt may be quicker.
+            Err(f) if f.class == Class::Lapsed => {
+                lapsed += 1;
+                if lapsed >= LAPSED_GRANTS {
+                    return Err(f.error);
+                }
+                continue;
+            }
+            Err(f) => return Err(f.error),
+        };
+        let wake = Instant::now() + pause;
+        let until = deadline.map_or(wake, |d| wake.min(d));
+        tokio::time::sleep_until(until).await;
+        if deadline.is_some_and(|d| until >= d) {
+            return Err(timed_out());
+        }
+    }
+}
+
+/// One attempt: the permits, `None` when fewer than asked were free. The transaction
+/// runs in a task of its own, which gives back what it took if the caller is gone by
+/// the time it is done.
+async fn attempt(handle: &Arc<Handle>, ask: &PermitAsk) -> Result<Option<Grants>, Failure> {
+    let sent = Instant::now();
+    let (tx, rx) = oneshot::channel();
+    let task_handle = handle.clone();
+    let task_ask = ask.clone();
+    tokio::spawn(async move {
+        let outcome = take(&task_handle, &task_ask).await;
+        if let Err(Ok(Some(slots))) = tx.send(outcome) {
+            give_back(&task_handle, slots).await;
+        }
+    });
+    let mut landing = Landing {
+        rx,
+        handle: handle.clone(),
+        read: false,
+        runtime: tokio::runtime::Handle::current(),
+    };
+    let received = (&mut landing.rx).await;
+    landing.read = true;
+    let Ok(outcome) = received else {
+        // The task panicked: nothing was granted to us that we know of.
+        return Err(Failure {
+            class: Class::Other,
+            error: Error::Database(sqlx::Error::WorkerCrashed),
+        });
+    };
+    match outcome? {
+        // A transaction that waited in the database past the TTL grants permits that
+        // may have lapsed already, counted from when it was sent: given back, and the
+        // caller told to try again.
+        Some(slots) if Instant::now() >= sent + ask.ttl => {
+            let handle = handle.clone();
+            tokio::spawn(async move { give_back(&handle, slots).await });
+            Err(Failure {
+                class: Class::Lapsed,
+                error: Error::GrantExpired {
+                    key: ask.name.clone(),
+                    ttl: ask.ttl,
+                    took: sent.elapsed(),
+                },
+            })
+        }
+        Some(slots) => Ok(Some((slots, sent))),
+        None => Ok(None),
+    }
+}
+
+/// The attempt's transaction: the semaphore is recorded first when it is not, and a
+/// semaphore recorded with another N is refused before anything is taken.
+async fn take(handle: &Handle, ask: &PermitAsk) -> Result<Option<Vec<Slot>>, Failure> {
+    let permits = Permits {
+        name: &ask.name,
+        permits: i64::from(ask.permits),
+    };
+    let slots = Slots {
+        prefix: &ask.prefix,
+        owner: &handle.owner_text,
+        permits: i64::from(ask.permits),
+        count: i64::from(ask.count),
+        ttl_us: ask.ttl_us(),
+    };
+    let db = &handle.db;
+    // Once recorded, a semaphore stays so (sqlock deletes none): a second `Unknown`
+    // means its row was deleted by hand meanwhile, and is recorded again.
+    for _ in 0..2 {
+        match db.semaphore_take(&permits, &slots).await? {
+            Taken::Granted(slots) => return Ok(Some(slots)),
+            Taken::Busy => return Ok(None),
+            Taken::Mismatch(recorded) => {
+                return Err(Failure {
+                    class: Class::Other,
+                    error: ask.mismatch(recorded),
+                })
+            }
+            Taken::Unknown => match db.semaphore_ensure(&permits).await? {
+                Some(recorded) if recorded != permits.permits => {
+                    return Err(Failure {
+                        class: Class::Other,
+                        error: ask.mismatch(recorded),
+                    })
+                }
+                _ => {}
+            },
+        }
+    }
+    Ok(None)
+}
+
+/// Gives back permits nobody waits for any more, by owner and token, retrying
+/// statements that lost a race; each lapses at its expiry should its release fail.
+async fn give_back(handle: &Handle, slots: Vec<Slot>) {
+    for slot in slots {
+        let held = Held {
+            key: &slot.key,
+            owner: &handle.owner_text,
+            token: slot.token,
+        };
+        if let Err(e) = retry_contention(|| handle.db.lease_release(&held)).await {
+            tracing::warn!(key = %slot.key, error = %e,
+                "could not give back a permit taken for a caller that stopped waiting; \
+                 it lapses at its expiry");
+        }
+    }
+}
+
+/// The receiving end of an attempt. Dropped unread, it closes the channel (so that the
+/// task gives back what it takes) and gives back permits that were already sent.
+struct Landing {
+    rx: oneshot::Receiver<Result<Option<Vec<Slot>>, Failure>>,
+    handle: Arc<Handle>,
+    read: bool,
+    /// The runtime the attempt runs on, for a drop outside of any runtime.
+    runtime: tokio::runtime::Handle,
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        if self.read {
+            return;
+        }
+        self.rx.close();
+        if let Ok(Ok(Some(slots))) = self.rx.try_recv() {
+            let handle = self.handle.clone();
+            let runtime =
+                tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+            let _entered = runtime.enter();
+            drop(runtime.spawn(async move { give_back(&handle, slots).await }));
+        }
+    }
+}
