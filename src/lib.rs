@@ -127,8 +127,10 @@ pub use api::election::{Election, DEFAULT_OBSERVE_POLL};
 pub use api::guard::LockGuard;
 pub use api::leadership::{LeaderTerm, Leadership};
 pub use api::locker::Locker;
+pub use api::multi::{MultiLockGuard, MultiLockRequest, MAX_MULTI_LOCK_KEYS};
 pub use api::observe::{Leader, LeaderWatch};
 pub use api::request::LockRequest;
+pub use api::rwlock::{RwLockRequest, MAX_RWLOCK_NAME_BYTES};
 // Semaphores (`Locker::semaphore`).
 pub use api::permits::SemaphoreGuard;
 pub use api::semaphore::{Semaphore, SemaphoreInfo};

@@ -89,10 +89,12 @@ pub(crate) struct BenchArgs {
 
     /// The parts to run: uncontended, contended, watchdog, scale (scale also needs
     /// --scale-rows), semaphore (a permit of 8 with 1 and 8 workers, beside the mutex),
-    /// and peers (PostgreSQL and MariaDB only; not run unless named).
+    /// rwlock (read-lock cycles beside the mutex's, 1 and 8 workers), and peers
+    /// (PostgreSQL and MariaDB only; not run unless named).
     #[arg(long, value_name = "PART,...", value_delimiter = ',',
-          default_value = "uncontended,contended,watchdog,scale,semaphore",
-          value_parser = ["uncontended", "contended", "watchdog", "scale", "semaphore", "peers"])]
+          default_value = "uncontended,contended,watchdog,scale,semaphore,rwlock",
+          value_parser = ["uncontended", "contended", "watchdog", "scale", "semaphore", "rwlock",
+                          "peers"])]
     pub(crate) parts: Vec<String>,
 
     /// How many times each contender of the peers part has its holder killed (1 to 100).

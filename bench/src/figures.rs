@@ -164,6 +164,17 @@ pub(crate) struct WatchdogRun {
     pub(crate) acquire_secs: f64,
 }
 
+/// One measurement of the rwlock part: acquire+release cycles of one side.
+#[derive(Debug, Clone)]
+pub(crate) struct RwRun {
+    /// `read` (the read side of one read-write lock) or `mutex` (the plain lock on
+    /// one key).
+    pub(crate) side: &'static str,
+    pub(crate) workers: usize,
+    pub(crate) cycles: u64,
+    pub(crate) secs: f64,
+}
+
 /// The scale part's latencies.
 #[derive(Debug, Clone)]
 pub(crate) struct ScaleRun {
@@ -213,6 +224,8 @@ pub(crate) struct Report {
     pub(crate) semaphore: Vec<SemaphoreRun>,
     pub(crate) scale: Option<ScaleRun>,
     pub(crate) peers: Option<PeersRun>,
+    /// The rwlock part's measurements.
+    pub(crate) rwlock: Vec<RwRun>,
 }
 
 impl Report {

@@ -7,7 +7,7 @@ use crate::args::BenchArgs;
 use crate::db::server_version;
 use crate::failure::{db_failure, Failure};
 use crate::figures::Report;
-use crate::parts::{contended, peers, scale, semaphore, uncontended, watchdog};
+use crate::parts::{contended, peers, rwlock, scale, semaphore, uncontended, watchdog};
 use crate::progress::Progress;
 
 /// Runs the parts `args` asks for in `table`, with `base` a handle on it; `url` is
@@ -39,6 +39,7 @@ pub(crate) async fn run_all(
         semaphore: Vec::new(),
         scale: None,
         peers: None,
+        rwlock: Vec::new(),
     };
     progress.note(&format!(
         "{dialect} {} in table {table}, {} CPUs, load {}",
@@ -62,6 +63,9 @@ pub(crate) async fn run_all(
     }
     if let (true, Some(rows)) = (args.part("scale"), args.scale_rows) {
         report.scale = Some(scale::scale(db, table, rows, args, &progress).await?);
+    }
+    if args.part("rwlock") {
+        report.rwlock = rwlock::rwlock(db, table, args, &progress).await?;
     }
     if args.part("peers") {
         report.peers = Some(peers::peers(db, url, table, args, &progress).await?);

@@ -74,6 +74,14 @@ fn bench_runs(b: Backend) {
     assert_eq!(report["backend"], b.name);
     assert!(report["server"].as_str().is_some_and(|s| !s.is_empty()));
 
+    // The read lock and the mutex, with 1 and 8 workers, each made some cycles.
+    let rw = report["rwlock"].as_array().expect("rwlock rows");
+    assert_eq!(rw.len(), 4, "{}: {rw:?}", b.name);
+    assert!(
+        rw.iter().all(|m| number(m, "cycles") > 0.0),
+        "{}: {rw:?}",
+        b.name
+    );
     // The semaphore beside the mutex, with 1 and 8 workers.
     let semaphore = report["semaphore"].as_array().expect("semaphore rows");
     assert_eq!(semaphore.len(), 4, "{}: {semaphore:?}", b.name);

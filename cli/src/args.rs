@@ -335,6 +335,19 @@ pub struct RunArgs {
           allow_hyphen_values = true)]
     pub at_least: Option<Duration>,
 
+    /// Take the read side of the read-write lock KEY: runs alongside other --shared
+    /// runs of KEY, never with an --exclusive run nor any other lock on KEY; a waiting
+    /// --exclusive run makes --shared runs that come after it wait. KEY: at most 212
+    /// bytes.
+    #[arg(long, conflicts_with_all = ["exclusive", "fair", "strategy", "at_least", "limit"])]
+    pub shared: bool,
+
+    /// Take the write side of the read-write lock KEY (the side a run takes unless
+    /// --shared): like the plain lock on KEY, and it also waits until no --shared run
+    /// of KEY is in. KEY: at most 212 bytes.
+    #[arg(long, conflicts_with_all = ["fair", "strategy", "at_least", "limit"])]
+    pub exclusive: bool,
+
     /// Run at most N copies across hosts: take one of the N permits of the semaphore
     /// KEY (1 to 1000) instead of the lock on KEY. Every `run --limit` of KEY must say
     /// the same N (another N exits 64). A lease strategy only; no --at-least.

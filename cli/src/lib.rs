@@ -116,7 +116,8 @@ impl From<sqlock::Error> for Failure {
             | E::InvalidTableName { .. }
             | E::InvalidBatch { .. }
             | E::InvalidSchedule { .. }
-            | E::InvalidIdentity { .. } => Self::Usage(e.to_string()),
+            | E::InvalidIdentity { .. }
+            | E::UpgradeRefused { .. } => Self::Usage(e.to_string()),
             // The semaphore's: a permit's key, N out of range, N unlike the others'.
             E::ReservedKey { .. }
             | E::InvalidPermits { .. }

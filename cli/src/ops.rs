@@ -25,6 +25,17 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
             .iter()
             .map(|l| {
                 let mut item = to_json(l);
+                // A read-write lock's row says which lock, and which side.
+                if let Some((name, side, _)) = rw_part(&l.key) {
+                    item["rwlock"] = name.into();
+                    item["side"] = side.into();
+                } else if locks
+                    .iter()
+                    .any(|r| rw_part(&r.key).is_some_and(|p| p.0 == l.key))
+                {
+                    item["rwlock"] = l.key.clone().into();
+                    item["side"] = "write".into();
+                }
                 if let Some((name, n)) = permits.get(&l.key) {
                     item["semaphore"] = name.as_str().into();
                     item["permits"] = (*n).into();
@@ -40,6 +51,7 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
         println!("no locks held");
     } else if !locks.is_empty() {
         print_table(&locks);
+        print_rwlocks(&locks);
     }
     if !semaphores.is_empty() {
         if !locks.is_empty() {
@@ -48,6 +60,69 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
         crate::limit::print_semaphores(&semaphores);
     }
     Ok(0)
+}
+
+/// The read-write lock a row belongs to, when its key is one of a read-write lock's
+/// own (`NAME@read:OWNER`, a read hold; `NAME@write:OWNER`, a waiting writer's
+/// intent): the name, the side (`read`, `waiting-write`) and the owner.
+fn rw_part(key: &str) -> Option<(&str, &'static str, &str)> {
+    // An owner id: 36 characters of a hyphenated UUID.
+    let owner = key.get(key.len().checked_sub(36)?..)?;
+    let is_owner = owner.len() == 36
+        && owner.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        });
+    if !is_owner {
+        return None;
+    }
+    let rest = &key[..key.len() - 36];
+    if let Some(name) = rest.strip_suffix("@read:") {
+        return Some((name, "read", owner));
+    }
+    rest.strip_suffix("@write:")
+        .map(|name| (name, "waiting-write", owner))
+}
+
+/// After the table: each read-write lock with its holders, the writer (the holder
+/// of the name's own row) and its readers, and how many writers wait.
+fn print_rwlocks(locks: &[LockInfo]) {
+    let mut names: Vec<&str> = locks
+        .iter()
+        .filter_map(|l| rw_part(&l.key).map(|p| p.0))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.is_empty() {
+        return;
+    }
+    println!();
+    println!("READ-WRITE LOCKS");
+    for name in names {
+        let writer = locks
+            .iter()
+            .find(|l| l.key == name)
+            .map(|l| l.owner.as_str());
+        let parts = || {
+            locks
+                .iter()
+                .filter_map(|l| rw_part(&l.key))
+                .filter(|p| p.0 == name)
+        };
+        let readers: Vec<&str> = parts().filter(|p| p.1 == "read").map(|p| p.2).collect();
+        let waiting = parts().filter(|p| p.1 == "waiting-write").count();
+        println!(
+            "{}  writer {}  readers {}{}  waiting writers {waiting}",
+            printable(name),
+            writer.unwrap_or("-"),
+            readers.len(),
+            if readers.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", readers.join(", "))
+            },
+        );
+    }
 }
 
 /// `status [--json] KEY`: who holds the lock on KEY; exit 0 held, 75 free.

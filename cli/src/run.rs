@@ -71,7 +71,11 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
     };
     let taken = Instant::now();
 
-    let env = guard.env(locker, args.limit);
+    let mut env = guard.env(locker, args.limit);
+    if args.shared {
+        // The read-write lock's name, not the key of this run's read hold.
+        env[0].1.clone_from(&args.key);
+    }
     let tree = match start(&args.command, &env, &mut watcher).await {
         Ok(tree) => tree,
         Err(failure) => {
@@ -166,12 +170,50 @@ pub(crate) async fn supervise(
     Supervised::Exited { status, signalled }
 }
 
+/// The request a run makes: the plain lock on the key, or a side of the read-write
+/// lock of that name (`--shared`, `--exclusive`).
+enum Request<'a> {
+    Plain(sqlock::LockRequest<'a>),
+    Side(sqlock::RwLockRequest<'a>),
+}
+
+impl Request<'_> {
+    async fn try_acquire(self) -> sqlock::Result<Option<LockGuard>> {
+        match self {
+            Self::Plain(r) => r.try_acquire().await,
+            Self::Side(r) => r.try_acquire().await,
+        }
+    }
+
+    async fn acquire_timeout(self, wait: Duration) -> sqlock::Result<LockGuard> {
+        match self {
+            Self::Plain(r) => r.acquire_timeout(wait).await,
+            Self::Side(r) => r.acquire_timeout(wait).await,
+        }
+    }
+
+    async fn acquire(self) -> sqlock::Result<LockGuard> {
+        match self {
+            Self::Plain(r) => r.acquire().await,
+            Self::Side(r) => r.acquire().await,
+        }
+    }
+}
+
 /// Takes the lock as `--wait` and `--no-wait` say.
 async fn acquire(locker: &Locker, args: &RunArgs) -> Result<LockGuard, Failure> {
-    let request = locker
-        .lock(&args.key)
-        .ttl(args.ttl)
-        .strategy(args.strategy());
+    let request = if args.shared {
+        Request::Side(locker.read_lock(&args.key).ttl(args.ttl))
+    } else if args.exclusive {
+        Request::Side(locker.write_lock(&args.key).ttl(args.ttl))
+    } else {
+        Request::Plain(
+            locker
+                .lock(&args.key)
+                .ttl(args.ttl)
+                .strategy(args.strategy()),
+        )
+    };
     let busy = || Failure::NotAcquired(format!("lock {:?} is held elsewhere", args.key));
     match args.wait {
         // A deadline shorter than a round trip would always time out (see

@@ -19,7 +19,8 @@ use super::runner::{elected, grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{
-    Acquire, Bound, Claim, Extend, Held, Key, Limit, Mark, Place, Release, Renew, RowGrant, Sweep,
+    Acquire, AcquireAll, Bound, Claim, Extend, Held, Key, Limit, Mark, Party, Place, Release,
+    Renew, RowGrant, Sweep,
 };
 
 /// The statements every server has, rendered for one table.
@@ -43,6 +44,18 @@ pub(crate) struct Common {
     pub(crate) fair: Fair,
     /// The semaphore's statements (`semaphore.rs`).
     pub(crate) semaphore: super::semaphore::Statements,
+    pub(crate) rw: Rw,
+}
+
+/// The read-write lock's statements (`rw_*.sql`), every server's (`rw.rs`).
+#[derive(Debug, Clone)]
+pub(crate) struct Rw {
+    /// The key's gate, taken shared by a read's transaction.
+    pub(crate) gate: Statement<Key<'static>>,
+    /// A read hold, in a transaction holding the key's gate.
+    pub(crate) read: Statement<Acquire<'static>>,
+    /// How many live read holds other owners have.
+    pub(crate) readers: Statement<Party<'static>>,
 }
 
 /// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
@@ -81,6 +94,8 @@ pub(crate) struct CommonTemplates {
     /// `fair_gate`, `_enqueue`, `_renew`, `_status`, `_head`, `_ensure`, `_take`,
     /// `_mark`, `_leave`, `_sweep`, in that order.
     pub(crate) fair: [&'static str; 10],
+    /// `rw_gate`, `rw_read`, `rw_readers`.
+    pub(crate) rw: [&'static str; 3],
     pub(crate) semaphore: super::semaphore::Templates,
 }
 
@@ -123,6 +138,11 @@ macro_rules! common_templates {
                 sql!($dir, "fair_leave"),
                 sql!($dir, "fair_sweep"),
             ],
+            rw: [
+                sql!($dir, "rw_gate"),
+                sql!($dir, "rw_read"),
+                sql!($dir, "rw_readers"),
+            ],
             semaphore: $crate::db::semaphore::semaphore_templates!($dir),
         }
     }};
@@ -157,6 +177,11 @@ impl Common {
                 mark: target.render(t.fair[7]),
                 leave: target.render(t.fair[8]),
                 sweep: target.render(t.fair[9]),
+            },
+            rw: Rw {
+                gate: target.render(t.rw[0]),
+                read: target.render(t.rw[1]),
+                readers: target.render(t.rw[2]),
             },
             semaphore: super::semaphore::Statements::render(&t.semaphore, target),
         }
@@ -215,6 +240,15 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         false
     }
 
+    /// Whether `e` failed a statement of an explicit transaction because the sequence
+    /// it drew a token from was being written by another transaction for a moment
+    /// (MariaDB, whose sequence writes commit on their own and cannot wait under a
+    /// lock wait timeout of zero): contention, worth another try.
+    fn is_sequence_busy(e: &sqlx::Error) -> bool {
+        let _ = e;
+        false
+    }
+
     /// The crate error for a failed statement of this server, sorted by its class.
     fn failure(&self, source: sqlx::Error) -> Failure {
         // Every strategy draws its connections from the application's pool.
@@ -248,6 +282,16 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
             let s = &self.common().lease_acquire;
             grants(self.pool(), s, a, false).await
         }
+    }
+
+    /// A multi-lock's attempt: every key of `all`, or none (`multi.rs`). By default one
+    /// transaction with the lease's statement per key; a server that can take them
+    /// all in one statement overrides it.
+    fn lease_acquire_all(
+        &self,
+        all: &AcquireAll<'_>,
+    ) -> impl Future<Output = Result<super::multi::Taken, sqlx::Error>> + Send {
+        async move { super::multi::acquire_all(self, all).await }
     }
 
     /// After a release or an extension found its row locked: whether the lease is

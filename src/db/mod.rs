@@ -17,6 +17,7 @@ pub(crate) mod backend;
 mod dialect;
 pub(crate) mod fair;
 pub(crate) mod fence;
+pub(crate) mod multi;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod outcome;
@@ -26,6 +27,7 @@ pub(crate) mod presence;
 pub(crate) mod rendered;
 pub(crate) mod retry;
 pub(crate) mod runner;
+pub(crate) mod rw;
 pub(crate) mod scheduling;
 pub(crate) mod schema;
 pub(crate) mod semaphore;
@@ -262,6 +264,25 @@ impl Db {
 
     pub(crate) async fn lease_acquire(&self, a: &Acquire<'_>) -> Result<Vec<Grant>, Failure> {
         on_backend!(self, |b| b.lease_acquire(a).await)
+    }
+
+    /// A multi-lock's attempt: every key of `all` (sorted, distinct), or none
+    /// (`multi.rs`).
+    pub(crate) async fn lease_acquire_all(
+        &self,
+        all: &values::AcquireAll<'_>,
+    ) -> Result<multi::Taken, Failure> {
+        on_backend!(self, |b| b.lease_acquire_all(all).await)
+    }
+
+    /// A read hold of a read-write lock (`rw.rs`).
+    pub(crate) async fn rw_read(&self, a: &Acquire<'_>) -> Result<rw::Read, Failure> {
+        on_backend!(self, |b| rw::read(&**b, a).await)
+    }
+
+    /// The live read holds of a read-write lock other owners have (`rw.rs`).
+    pub(crate) async fn rw_readers(&self, p: &values::Party<'_>) -> Result<i64, Failure> {
+        on_backend!(self, |b| rw::readers(&**b, p).await)
     }
 
     /// The insert strategy's release of its last hold: whether it deleted the row.

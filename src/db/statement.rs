@@ -45,11 +45,13 @@ pub(crate) enum Param {
     Permits,
     Count,
     Prefix,
+    /// A multi-lock's keys, as a JSON array.
+    Keys,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 21] = [
+    const NAMES: [(Self, &'static str); 22] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -71,13 +73,14 @@ impl Param {
         (Self::Permits, "permits"),
         (Self::Count, "count"),
         (Self::Prefix, "prefix"),
+        (Self::Keys, "keys"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 21] = {
-        let mut all = [Self::Key; 21];
+    pub(crate) const ALL: [Self; 22] = {
+        let mut all = [Self::Key; 22];
         let mut i = 0;
-        while i < 21 {
+        while i < 22 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }

@@ -72,6 +72,120 @@ impl Values for Acquire<'_> {
     }
 }
 
+/// A multi-lock's acquisition of every key of `keys` (distinct, sorted) by `owner`,
+/// for `ttl_us` each, recorded as `strategy`; `presence` as for [`Acquire`]. Bound as
+/// one statement (PostgreSQL), `:keys` is `keys` as a JSON array of strings.
+#[derive(Debug, Clone)]
+pub(crate) struct AcquireAll<'a> {
+    pub(crate) keys: &'a [String],
+    pub(crate) owner: &'a str,
+    pub(crate) strategy: Strategy,
+    pub(crate) ttl_us: i64,
+    pub(crate) presence: &'a str,
+    /// `keys` as a JSON array, made once by [`AcquireAll::new`].
+    json: String,
+}
+
+impl<'a> AcquireAll<'a> {
+    pub(crate) fn new(
+        keys: &'a [String],
+        owner: &'a str,
+        strategy: Strategy,
+        ttl_us: i64,
+        presence: &'a str,
+    ) -> Self {
+        Self {
+            keys,
+            owner,
+            strategy,
+            ttl_us,
+            presence,
+            json: json_array(keys),
+        }
+    }
+
+    /// The acquisition of one key of the set, as a single lease takes it.
+    pub(crate) fn one(&self, key: &'a str) -> Acquire<'a> {
+        Acquire {
+            key,
+            owner: self.owner,
+            strategy: self.strategy,
+            ttl_us: self.ttl_us,
+            presence: self.presence,
+            gone: "",
+        }
+    }
+}
+
+impl Values for AcquireAll<'_> {
+    type With<'a> = AcquireAll<'a>;
+
+    const PARAMS: &'static [Param] = &[
+        Param::Keys,
+        Param::Owner,
+        Param::Strategy,
+        Param::TtlUs,
+        Param::Presence,
+    ];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Owner => Value::Text(self.owner),
+            Param::Strategy => Value::Text(self.strategy.name()),
+            Param::TtlUs => Value::Int(self.ttl_us),
+            Param::Presence => Value::Text(self.presence),
+            _ => Value::Text(&self.json),
+        }
+    }
+}
+
+/// `keys` as a JSON array of strings: quotes, backslashes and control characters
+/// escaped, everything else as it is (keys are valid UTF-8 without NUL).
+fn json_array(keys: &[String]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("[");
+    for (i, key) in keys.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for c in key.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if u32::from(c) < 0x20 => {
+                    let _ = write!(out, "\\u{:04x}", u32::from(c));
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out.push(']');
+    out
+}
+
+/// A key and an owner: a read-write lock's name, and the owner whose own holds a
+/// count leaves out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Party<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) owner: &'a str,
+}
+
+impl Values for Party<'_> {
+    type With<'a> = Party<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Owner => Value::Text(self.owner),
+            _ => Value::Text(self.key),
+        }
+    }
+}
+
 /// A presence marker: its key on PostgreSQL, its name on MariaDB.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Marker<'a>(pub(crate) &'a str);

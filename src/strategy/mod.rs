@@ -25,7 +25,9 @@ pub(crate) mod grant;
 pub(crate) mod handle;
 pub(crate) mod held_transaction;
 pub(crate) mod lease;
+pub(crate) mod multi;
 pub(crate) mod release;
+pub(crate) mod rwlock;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -371,6 +371,33 @@ pub enum Error {
     /// Occurs when the database reports an error sqlock does not handle itself.
     #[error("database error")]
     Database(#[from] sqlx::Error),
+
+    // --- Multi-locks and read-write locks.
+    /// Occurs when a multi-lock ([`Locker::lock_many`](crate::Locker::lock_many)) is
+    /// given no key. Reported before any SQL is sent.
+    #[error("a multi-lock needs at least one key")]
+    NoKeys,
+
+    /// Occurs when a handle that holds the read side of a read-write lock asks for its
+    /// write side ([`Locker::write_lock`](crate::Locker::write_lock)): an upgrade,
+    /// which two readers could each wait for the other to end. Release the read hold
+    /// first. Reported before any SQL is sent.
+    #[error("read-write lock {name:?}: this handle holds a read and cannot upgrade it to a write")]
+    UpgradeRefused {
+        /// The read-write lock's name.
+        name: String,
+    },
+
+    /// Occurs when a multi-lock is given more distinct keys than
+    /// [`MAX_MULTI_LOCK_KEYS`](crate::MAX_MULTI_LOCK_KEYS). Reported before any SQL is
+    /// sent.
+    #[error("a multi-lock of {count} keys is over the limit of {max}")]
+    TooManyKeys {
+        /// How many distinct keys were given.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 /// How sqlock reacts to a database error.

@@ -88,6 +88,16 @@ pub(crate) fn to_csv(r: &Report) -> String {
             c.waiter_rate(),
         );
     }
+    for m in &r.rwlock {
+        line(
+            "rwlock",
+            "library",
+            m.side,
+            m.workers,
+            "cycles_per_sec",
+            per(m.cycles, m.secs),
+        );
+    }
     if let Some(w) = &r.watchdog {
         line("watchdog", "library", "lease", 1, "leases", w.leases as f64);
         line(

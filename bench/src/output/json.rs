@@ -85,6 +85,13 @@ pub(crate) fn to_json(r: &Report, targets: &[Target], args: &BenchArgs) -> Value
         })).collect::<Vec<_>>(),
         "contended": contended,
         "notify_available": r.notify,
+        "rwlock": r.rwlock.iter().map(|m| json!({
+            "side": m.side,
+            "workers": m.workers,
+            "cycles": m.cycles,
+            "seconds": m.secs,
+            "cycles_per_sec": per(m.cycles, m.secs),
+        })).collect::<Vec<_>>(),
         "watchdog": r.watchdog.as_ref().map(|w| json!({
             "leases": w.leases,
             "ticks": w.ticks,

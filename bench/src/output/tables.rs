@@ -144,6 +144,22 @@ pub(crate) fn tables(r: &Report, targets: &[Target], args: &BenchArgs) -> String
             }
         }
     }
+    if !r.rwlock.is_empty() {
+        let _ = writeln!(o, "\nRead-write lock: acquire+release cycles per second");
+        for m in &r.rwlock {
+            let side = if m.side == "read" {
+                "read lock"
+            } else {
+                "mutex"
+            };
+            let _ = writeln!(
+                o,
+                "  {side:<9}  {} worker(s)  {:>8.0}/s",
+                m.workers,
+                per(m.cycles, m.secs)
+            );
+        }
+    }
     if let Some(w) = &r.watchdog {
         let _ = writeln!(
             o,

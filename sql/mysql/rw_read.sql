@@ -1,0 +1,65 @@
+-- A read hold of the read-write lock :key for :owner: the row ':key@read:<owner>', a
+-- lease of its own, re-entered when this owner holds it live (a writer that holds
+-- :key waits for that read to end, so a re-entry cannot let it in), and taken when
+-- - no other owner holds a live lock on :key itself (the write side, or any lock of
+--   any strategy on that key), and
+-- - no other owner waits to write (a live row ':key@write:<owner>', a waiting writer's
+--   intent), unless this owner holds the write side (a downgrade): readers that
+--   arrive after a waiting writer wait behind it.
+-- Sent in a transaction that holds the key's fence bucket shared (rw_gate.sql), which
+-- every other acquisition of :key takes exclusively for its statement: no write grant
+-- of :key commits meanwhile. INSERT ... SELECT reads the rows it tests with shared locks, so it reads
+-- them as committed; with a lock wait timeout of zero, a row another transaction holds
+-- locked (a for-update holder of :key) fails the statement at once (contention).
+-- The reader row is this owner's alone, so the update below is a re-entry when the row
+-- is live with holds, and a new grant otherwise. MariaDB assigns from left to right,
+-- each assignment seeing those before it: the token and the hold count are assigned
+-- first, from the row as it was; a hold count above one then tells a re-entry.
+-- No row comes back when the read is not granted.
+SET STATEMENT innodb_lock_wait_timeout = 0 FOR
+INSERT INTO `{table}`
+    (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
+     expires_at, hold_count, fencing_token)
+SELECT CONCAT(:key, '@read:', :owner), :owner, :strategy, TRUE, UTC_TIMESTAMP(6),
+       UTC_TIMESTAMP(6), :ttl_us, UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND,
+       1, NEXTVAL(`{table}_fence_seq`)
+FROM DUAL
+WHERE EXISTS (
+        SELECT 1 FROM `{table}` AS m
+        WHERE m.lock_key = CONCAT(:key, '@read:', :owner)
+          AND m.locked AND m.expires_at > UTC_TIMESTAMP(6)
+          AND m.lock_owner = :owner AND m.hold_count > 0)
+   OR (NOT EXISTS (
+        SELECT 1 FROM `{table}` AS w
+        WHERE w.lock_key = :key AND w.locked AND w.expires_at > UTC_TIMESTAMP(6)
+          AND w.lock_owner <> :owner)
+       AND (EXISTS (
+        SELECT 1 FROM `{table}` AS o
+        WHERE o.lock_key = :key AND o.locked AND o.expires_at > UTC_TIMESTAMP(6)
+          AND o.lock_owner = :owner AND o.hold_count > 0)
+        OR NOT EXISTS (
+        SELECT 1 FROM `{table}` AS i
+        WHERE SUBSTRING(i.lock_key, 1, CHAR_LENGTH(:key) + 7) = CONCAT(:key, '@write:')
+          AND CHAR_LENGTH(i.lock_key) = CHAR_LENGTH(:key) + 43
+          AND i.locked AND i.expires_at > UTC_TIMESTAMP(6)
+          AND i.lock_owner <> :owner)))
+ON DUPLICATE KEY UPDATE
+    fencing_token = IF(locked AND expires_at > VALUES(lock_time) AND hold_count > 0,
+                       fencing_token,
+                       GREATEST(NEXTVAL(`{table}_fence_seq`), fencing_token + 1)),
+    hold_count = IF(locked AND expires_at > VALUES(lock_time) AND hold_count > 0,
+                    hold_count + 1, 1),
+    expires_at = IF(hold_count > 1, GREATEST(expires_at, VALUES(expires_at)),
+                    VALUES(expires_at)),
+    acquired_at = IF(hold_count > 1, acquired_at, VALUES(acquired_at)),
+    lock_time = VALUES(lock_time),
+    lock_duration = VALUES(lock_duration),
+    lock_strategy = VALUES(lock_strategy),
+    lock_owner = VALUES(lock_owner),
+    locked = TRUE
+RETURNING
+    lock_owner,
+    fencing_token,
+    TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) AS expires_us,
+    hold_count,
+    lock_strategy

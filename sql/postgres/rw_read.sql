@@ -1,0 +1,72 @@
+-- A read hold of the read-write lock :key for :owner: the row ':key@read:<owner>', a
+-- lease of its own, re-entered when this owner holds it live (a writer that holds
+-- :key waits for that read to end, so a re-entry cannot let it in), and taken when
+-- - no other owner holds a live lock on :key itself (the write side, or any lock of
+--   any strategy on that key), and
+-- - no other owner waits to write (a live row ':key@write:<owner>', a waiting writer's
+--   intent), unless this owner holds the write side (a downgrade): readers that
+--   arrive after a waiting writer wait behind it.
+-- Sent in a transaction that holds the key's gate shared (rw_gate.sql) since before
+-- this statement's snapshot: no write grant of :key can commit meanwhile (they take
+-- the gate exclusively), and a writer that takes :key after this commits counts this
+-- read (rw_readers.sql).
+-- Tokens are drawn as lease_acquire.sql draws them. No row comes back when the read is
+-- not granted.
+INSERT INTO "{table}" AS l
+    (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
+     expires_at, hold_count, fencing_token)
+SELECT :key || '@read:' || :owner, :owner, :strategy, TRUE, statement_timestamp(),
+       statement_timestamp(), :ttl_us,
+       statement_timestamp() + :ttl_us * INTERVAL '1 microsecond',
+       1, nextval('"{table}_fence_seq"')
+WHERE EXISTS (
+        SELECT 1 FROM "{table}" AS m
+        WHERE m.lock_key = :key || '@read:' || :owner
+          AND m.locked AND m.expires_at > statement_timestamp()
+          AND m.lock_owner = :owner AND m.hold_count > 0)
+   OR (NOT EXISTS (
+        SELECT 1 FROM "{table}" AS w
+        WHERE w.lock_key = :key AND w.locked AND w.expires_at > statement_timestamp()
+          AND w.lock_owner <> :owner)
+       AND (EXISTS (
+        SELECT 1 FROM "{table}" AS o
+        WHERE o.lock_key = :key AND o.locked AND o.expires_at > statement_timestamp()
+          AND o.lock_owner = :owner AND o.hold_count > 0)
+        OR NOT EXISTS (
+        SELECT 1 FROM "{table}" AS i
+        WHERE substr(i.lock_key, 1, char_length(:key) + 7) = :key || '@write:'
+          AND char_length(i.lock_key) = char_length(:key) + 43
+          AND i.locked AND i.expires_at > statement_timestamp()
+          AND i.lock_owner <> :owner)))
+ON CONFLICT (lock_key) DO UPDATE SET
+    fencing_token = CASE
+        WHEN l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.expires_at > EXCLUDED.lock_time
+        THEN l.fencing_token
+        ELSE greatest(nextval('"{table}_fence_seq"'), l.fencing_token + 1) END,
+    hold_count = CASE
+        WHEN l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.expires_at > EXCLUDED.lock_time
+        THEN l.hold_count + 1
+        ELSE 1 END,
+    expires_at = CASE
+        WHEN l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.expires_at > EXCLUDED.lock_time
+        THEN greatest(l.expires_at, EXCLUDED.expires_at)
+        ELSE EXCLUDED.expires_at END,
+    acquired_at = CASE
+        WHEN l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.expires_at > EXCLUDED.lock_time
+        THEN l.acquired_at
+        ELSE EXCLUDED.acquired_at END,
+    lock_owner = EXCLUDED.lock_owner,
+    lock_strategy = EXCLUDED.lock_strategy,
+    locked = TRUE,
+    lock_time = EXCLUDED.lock_time,
+    lock_duration = EXCLUDED.lock_duration
+WHERE NOT l.locked
+   OR l.expires_at <= EXCLUDED.lock_time
+   OR (l.lock_owner = EXCLUDED.lock_owner AND l.lock_strategy = EXCLUDED.lock_strategy
+       AND l.hold_count > 0)
+RETURNING
+    l.lock_owner,
+    l.fencing_token,
+    (extract(epoch FROM l.expires_at) * 1000000)::BIGINT AS expires_us,
+    l.hold_count,
+    l.lock_strategy

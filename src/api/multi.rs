@@ -1,0 +1,484 @@
+//! Multi-locks: [`MultiLockRequest`], made by [`Locker::lock_many`], and the
+//! [`MultiLockGuard`] it hands out: several keys held all or none, with one lost
+//! signal for the set.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::strategy::handle::Handle;
+use crate::strategy::lease::Renewal;
+use crate::strategy::multi::{self, MultiAsk};
+use crate::strategy::{Ask, Granted, Hold};
+use crate::support::backoff::Backoff;
+use crate::support::error::{Class, Error, Result};
+use crate::support::lost::{LostReason, LostSignal};
+use crate::support::strategy_kind::Strategy;
+use crate::support::validate;
+
+use super::guard::LockGuard;
+use super::locker::Locker;
+
+/// The most distinct keys one multi-lock may take: 64.
+///
+/// Each key is a row of its own, taken in one transaction; a set this large already
+/// holds that transaction for a while on a busy table.
+pub const MAX_MULTI_LOCK_KEYS: usize = 64;
+
+/// How many grants in a row may come back too late to use before a waiting call
+/// reports [`Error::GrantExpired`], as for one lock.
+const LAPSED_GRANTS: u32 = 3;
+
+impl Locker {
+    /// A request for the locks on every key of `keys` at once, all or none: a
+    /// multi-lock. See [`MultiLockRequest`] for what it promises.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// use std::time::Duration;
+    ///
+    /// // Move money between two accounts: both locked, or neither.
+    /// let both = locker
+    ///     .lock_many(&["account:7", "account:3"])
+    ///     .timeout(Duration::from_secs(5))
+    ///     .acquire()
+    ///     .await?;
+    /// assert_eq!(both.keys().collect::<Vec<_>>(), ["account:3", "account:7"]);
+    /// let other = locker.new_handle();
+    /// assert!(other.try_acquire("account:3").await?.is_none());
+    /// assert!(both.release().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lock_many<'a, K: AsRef<str>>(&'a self, keys: &[K]) -> MultiLockRequest<'a> {
+        MultiLockRequest {
+            shared: &self.shared,
+            keys: keys.iter().map(|k| k.as_ref().to_owned()).collect(),
+            ttl: None,
+            auto_renew: None,
+            max_hold: None,
+            timeout: None,
+        }
+    }
+}
+
+/// A request for several locks at once, made by [`Locker::lock_many`].
+///
+/// # What it promises
+///
+/// - **All or none.** Every key is taken in one attempt, or none is: an attempt is one
+///   transaction that sends the lease's acquisition statement once per key and commits
+///   only when every key came back this handle's; otherwise it rolls back, and nothing
+///   of it was ever visible to anyone else.
+/// - **A fixed order, no deadlock.** The keys are deduplicated and sorted (by their
+///   bytes) before the attempt, so every multi-lock takes the keys it shares with
+///   another in the same order; and no statement of an attempt ever waits for a lock
+///   another acquisition holds (PostgreSQL finds the key's gate closed at once,
+///   MariaDB waits on no row lock, SQLite runs one writer at a time). An attempt that
+///   meets a key in use rolls back and tries again after a pause: two multi-locks over
+///   overlapping keys cannot deadlock, and no deadlock error reaches the caller.
+/// - **Leases, one per key.** Each key is held as a lease ([`Strategy::Lease`]) of its
+///   own, with the request's TTL, expiring on the database clock, renewed by the
+///   handle's watchdog like any lease, and with a fencing token of its own
+///   ([`MultiLockGuard::tokens`]). So a key of the set excludes every other owner's
+///   lock on it, of any strategy, and the reverse; this handle's own lease on a key
+///   counts one more hold (re-entry), and its hold of a key with another strategy is
+///   refused ([`Error::StrategyConflict`], before any SQL).
+/// - **One lost signal.** [`MultiLockGuard::lost`] fires when any key of the set is
+///   lost, with that key's reason.
+/// - **Released together** by [`MultiLockGuard::release`] (one release statement per
+///   key), or in the background when the guard is dropped.
+///
+/// A waiting multi-lock polls with the handle's back-off: it is not woken by
+/// releases, and it does not queue. A set whose keys are often taken one by one by
+/// others may wait long: every key must be free at the same moment.
+///
+/// # Errors
+///
+/// Before any SQL: [`Error::NoKeys`] for an empty set, [`Error::TooManyKeys`] past
+/// [`MAX_MULTI_LOCK_KEYS`] distinct keys, and the key and TTL errors of a single lock
+/// for any key of the set ([`Error::ReservedKey`] for a semaphore's permit key).
+#[derive(Debug, Clone)]
+#[must_use = "a request does nothing until one of its acquire methods is awaited"]
+pub struct MultiLockRequest<'a> {
+    shared: &'a Arc<Handle>,
+    keys: Vec<String>,
+    ttl: Option<Duration>,
+    auto_renew: Option<bool>,
+    max_hold: Option<Duration>,
+    timeout: Option<Duration>,
+}
+
+impl MultiLockRequest<'_> {
+    /// Each lease's TTL. Defaults to the handle's
+    /// ([`LockerBuilder::ttl`](crate::LockerBuilder::ttl)).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Whether the watchdog renews the leases. Defaults to the handle's
+    /// ([`LockerBuilder::auto_renew`](crate::LockerBuilder::auto_renew)).
+    pub fn auto_renew(mut self, on: bool) -> Self {
+        self.auto_renew = Some(on);
+        self
+    }
+
+    /// A cap on the total hold time, as [`LockRequest::max_hold`](crate::LockRequest::max_hold).
+    pub fn max_hold(mut self, cap: Duration) -> Self {
+        self.max_hold = Some(cap);
+        self
+    }
+
+    /// How long [`acquire`](Self::acquire) waits: [`Error::Timeout`] at the deadline.
+    /// Defaults to no limit.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Takes every key if all are free (or this handle's leases), in one attempt;
+    /// `Ok(None)` when another owner holds any of them. An attempt that met a key in
+    /// use for a moment by another acquisition is made again a few times first.
+    ///
+    /// # Errors
+    ///
+    /// Bad input before any SQL (see the type's docs); [`Error::StrategyConflict`];
+    /// [`Error::GrantExpired`] when the answer outran the TTL (given back);
+    /// database errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the attempt runs in a task of its own, and if this future is gone
+    /// when it answers, every key it took is given back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// let other = locker.new_handle();
+    /// let held = other.acquire("b").await?;
+    /// // "b" is taken: neither key is.
+    /// assert!(locker.lock_many(&["a", "b"]).try_acquire().await?.is_none());
+    /// assert!(other.try_acquire("a").await?.is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_acquire(self) -> Result<Option<MultiLockGuard>> {
+        let ask = self.ask()?;
+        let started = Instant::now();
+        let mut tries: u32 = 0;
+        loop {
+            let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            match multi::attempt(self.shared, &ask, reached).await {
+                Ok(Some((landing, sent))) => {
+                    return Ok(Some(self.guard(&ask, landing, sent, started)));
+                }
+                Ok(None) => return Ok(None),
+                Err(f) if f.class == Class::Contention && tries < 5 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
+                }
+                Err(f) if matches!(f.class, Class::Contention | Class::Held) => return Ok(None),
+                Err(f) => return Err(f.error),
+            }
+        }
+    }
+
+    /// Takes every key, waiting as long as it takes, or until the request's
+    /// [`timeout`](Self::timeout). Polls with the handle's back-off.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] at the deadline (naming the keys, joined by `,`);
+    /// [`Error::GrantExpired`] after three grants in a row came back too late; and as
+    /// [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped at any point, it leaves no key held (what the attempt in
+    /// flight took is given back).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// let set = locker.lock_many(&["x", "y", "x"]).acquire().await?;
+    /// for (key, token) in set.tokens() {
+    ///     println!("{key}: fenced with {token}");
+    /// }
+    /// set.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire(self) -> Result<MultiLockGuard> {
+        let deadline = self.timeout.and_then(|t| Instant::now().checked_add(t));
+        self.wait(deadline).await
+    }
+
+    /// Takes every key, waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] at the deadline, and as [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(self, timeout: Duration) -> Result<MultiLockGuard> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.wait(deadline).await
+    }
+
+    async fn wait(self, deadline: Option<Instant>) -> Result<MultiLockGuard> {
+        let ask = self.ask()?;
+        let started = Instant::now();
+        let shared = self.shared;
+        let timed_out = || Error::Timeout {
+            key: ask.keys.join(","),
+            waited: started.elapsed(),
+        };
+        let mut backoff = Backoff::new(shared.settings.poll_min, shared.settings.poll_max);
+        let mut lapsed = 0;
+        loop {
+            let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let this = multi::attempt(shared, &ask, reached.clone());
+            let outcome = match deadline {
+                Some(d) => match tokio::time::timeout_at(d, this).await {
+                    Ok(outcome) => outcome,
+                    Err(_)
+                        if !reached.load(std::sync::atomic::Ordering::Relaxed)
+                            && shared.pool.is_exhausted() =>
+                    {
+                        return Err(Error::PoolExhausted)
+                    }
+                    Err(_) => return Err(timed_out()),
+                },
+                None => this.await,
+            };
+            match outcome {
+                Ok(Some((landing, sent))) => return Ok(self.guard(&ask, landing, sent, started)),
+                Ok(None) => {}
+                Err(f) if matches!(f.class, Class::Contention | Class::Held) => {}
+                Err(f) if f.class == Class::Lapsed => {
+                    lapsed += 1;
+                    if lapsed >= LAPSED_GRANTS {
+                        return Err(f.error);
+                    }
+                    continue;
+                }
+                Err(f) => return Err(f.error),
+            }
+            lapsed = 0;
+            let wake = Instant::now() + backoff.next_delay();
+            let until = deadline.map_or(wake, |d| wake.min(d));
+            tokio::time::sleep_until(until).await;
+            if deadline.is_some_and(|d| until >= d) {
+                return Err(timed_out());
+            }
+        }
+    }
+
+    /// What this request asks for, checked before any SQL is sent: the keys valid,
+    /// distinct, sorted and not too many; none held by this handle with another
+    /// strategy; the TTL in range.
+    fn ask(&self) -> Result<MultiAsk> {
+        if self.keys.is_empty() {
+            return Err(Error::NoKeys);
+        }
+        for key in &self.keys {
+            // A semaphore's permit keys are not a lock's to take.
+            validate::lock_key(key)?;
+        }
+        let mut keys = self.keys.clone();
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.len() > MAX_MULTI_LOCK_KEYS {
+            return Err(Error::TooManyKeys {
+                count: keys.len(),
+                max: MAX_MULTI_LOCK_KEYS,
+            });
+        }
+        for key in &keys {
+            if let Some(held) = self.shared.held_with(key).filter(|&h| h != Strategy::Lease) {
+                return Err(Error::StrategyConflict {
+                    key: key.clone(),
+                    held,
+                    requested: Strategy::Lease,
+                });
+            }
+        }
+        let ttl = self.ttl.unwrap_or(self.shared.settings.ttl);
+        validate::ttl(ttl)?;
+        Ok(MultiAsk { keys, ttl })
+    }
+
+    /// The guard of the grants of `ask`, one lease guard per key.
+    fn guard(
+        &self,
+        ask: &MultiAsk,
+        landing: multi::Landing,
+        sent: Instant,
+        started: Instant,
+    ) -> MultiLockGuard {
+        let shared = self.shared;
+        let renewal = Renewal {
+            ttl: ask.ttl,
+            auto_renew: self.auto_renew.unwrap_or(shared.settings.auto_renew),
+            max_hold: self.max_hold,
+        };
+        let guards = ask
+            .keys
+            .iter()
+            .zip(landing.take())
+            .map(|(key, grant)| {
+                shared
+                    .meter
+                    .granted(Strategy::Lease, key, started.elapsed());
+                let one = Ask {
+                    key: key.clone(),
+                    strategy: Strategy::Lease,
+                    ttl: ask.ttl,
+                    renewed: renewal.auto_renew,
+                };
+                let (hold, id, lost) =
+                    Hold::start(shared, &one, Granted::Lease(grant), sent, renewal);
+                LockGuard::new(Arc::clone(shared), id, hold, lost, None)
+            })
+            .collect();
+        MultiLockGuard::new(guards)
+    }
+}
+
+/// Several locks held together, all taken at once by [`Locker::lock_many`]: a
+/// multi-lock. See [`MultiLockRequest`] for its guarantees.
+///
+/// Each key is a lease of its own (its own fencing token, renewed by the watchdog);
+/// the set has one [lost signal](Self::lost), which fires when any key is lost.
+///
+/// # Drop
+///
+/// Dropping the guard gives every key back in the background, as a dropped
+/// [`LockGuard`] does; [`release`](Self::release) to know when, and whether, they
+/// were still held.
+#[derive(Debug)]
+#[must_use = "if unused the locks are released again at once (in the background)"]
+pub struct MultiLockGuard {
+    /// One lease guard per key, sorted by key.
+    guards: Vec<LockGuard>,
+    lost: LostSignal,
+    /// Forward each key's lost signal to the set's; aborted with the guard.
+    _watchers: JoinSet<()>,
+}
+
+impl MultiLockGuard {
+    fn new(guards: Vec<LockGuard>) -> Self {
+        let (fire, lost) = watch::channel(None::<LostReason>);
+        let fire = Arc::new(fire);
+        let mut watchers = JoinSet::new();
+        for guard in &guards {
+            let mut one = guard.lost();
+            let fire = Arc::clone(&fire);
+            watchers.spawn(async move {
+                let reason = one.wait().await;
+                // The first key lost names the reason; the signal stays fired.
+                fire.send_if_modified(|r| r.is_none() && r.replace(reason).is_none());
+            });
+        }
+        Self {
+            guards,
+            lost: LostSignal::from(lost),
+            _watchers: watchers,
+        }
+    }
+
+    /// The keys held, sorted (by their bytes) and without repeats.
+    pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
+        self.guards.iter().map(LockGuard::key)
+    }
+
+    /// Each key with the fencing token of its lease, sorted by key. Fence each
+    /// resource with the token of the key that guards it.
+    pub fn tokens(&self) -> impl Iterator<Item = (&str, i64)> + '_ {
+        self.guards.iter().map(|g| (g.key(), g.fencing_token()))
+    }
+
+    /// The fencing token of `key`'s lease, if the set holds `key`.
+    pub fn fencing_token(&self, key: &str) -> Option<i64> {
+        self.guards
+            .iter()
+            .find(|g| g.key() == key)
+            .map(LockGuard::fencing_token)
+    }
+
+    /// The earliest expiry of the set's leases, as last renewed.
+    pub fn expires_at(&self) -> DateTime<Utc> {
+        self.guards
+            .iter()
+            .map(LockGuard::expires_at)
+            .min()
+            .unwrap_or(DateTime::<Utc>::MIN_UTC)
+    }
+
+    /// The guard of each key, sorted by key.
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    /// A signal that fires when any key of the set is lost, with that key's reason.
+    /// Waits forever once the set is released.
+    pub fn lost(&self) -> LostSignal {
+        self.lost.clone()
+    }
+
+    /// Whether any key of the set was lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_lost()
+    }
+
+    /// Gives every key back, one release statement per key, in key order: whether
+    /// every one was still held. Every key is released even when one fails; the first
+    /// error is answered then.
+    ///
+    /// # Errors
+    ///
+    /// The first database error of a release (that key lapses at its expiry).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe as a whole: keys not yet released when the future is dropped
+    /// are given back in the background, as on drop.
+    pub async fn release(mut self) -> Result<bool> {
+        self._watchers.abort_all();
+        let mut all = true;
+        let mut first_error = None;
+        for guard in std::mem::take(&mut self.guards) {
+            match guard.release().await {
+                Ok(held) => all &= held,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(all),
+        }
+    }
+}

@@ -1,0 +1,447 @@
+//! Read-write locks: [`RwLockRequest`], made by [`Locker::read_lock`] and
+//! [`Locker::write_lock`]: many readers or one writer, with writer preference.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::db::values::Party;
+use crate::strategy::handle::Handle;
+use crate::strategy::lease::Renewal;
+use crate::strategy::rwlock::{intent_key, read_attempt, read_key};
+use crate::strategy::{Ask, Granted, Hold};
+use crate::support::backoff::Backoff;
+use crate::support::error::{Class, Error, Result};
+use crate::support::strategy_kind::Strategy;
+use crate::support::validate::{self, MAX_KEY_BYTES};
+
+use super::guard::LockGuard;
+use super::locker::Locker;
+use super::request::LockRequest;
+
+/// The longest name a read-write lock may have: 212 bytes, so that its rows' keys
+/// (the name followed by `@write:` and an owner id) fit in
+/// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES).
+pub const MAX_RWLOCK_NAME_BYTES: usize = MAX_KEY_BYTES - 43;
+
+/// How many grants in a row may come back too late to use before a waiting call
+/// reports [`Error::GrantExpired`], as for one lock.
+const LAPSED_GRANTS: u32 = 3;
+
+impl Locker {
+    /// A request for the read side of the read-write lock `name`: shared with other
+    /// readers, excluded by a writer. See [`RwLockRequest`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// let other = locker.new_handle();
+    /// let mine = locker.read_lock("catalog").acquire().await?;
+    /// let theirs = other.read_lock("catalog").acquire().await?; // readers share
+    /// let writer = locker.new_handle();
+    /// assert!(writer.write_lock("catalog").try_acquire().await?.is_none());
+    /// mine.release().await?;
+    /// theirs.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn read_lock<'a>(&'a self, name: &'a str) -> RwLockRequest<'a> {
+        RwLockRequest::new(&self.shared, name, false)
+    }
+
+    /// A request for the write side of the read-write lock `name`: excludes readers
+    /// and other writers. See [`RwLockRequest`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// let write = locker.write_lock("catalog").acquire().await?;
+    /// // A downgrade: the writer takes the read side, then gives up the write side.
+    /// let read = locker.read_lock("catalog").acquire().await?;
+    /// write.release().await?;
+    /// assert!(locker.new_handle().read_lock("catalog").try_acquire().await?.is_some());
+    /// read.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn write_lock<'a>(&'a self, name: &'a str) -> RwLockRequest<'a> {
+        RwLockRequest::new(&self.shared, name, true)
+    }
+}
+
+/// Releases `guard` in a task of its own, and waits for it: should this future be
+/// dropped meanwhile, the release still completes (a release cut off half way would
+/// leave the key to its TTL).
+async fn give_back(guard: LockGuard) -> Result<()> {
+    match tokio::spawn(guard.release()).await {
+        Ok(released) => released.map(drop),
+        // The release task panicked or was cancelled with its runtime: the key lapses
+        // at its TTL.
+        Err(_) => Ok(()),
+    }
+}
+
+/// A request for one side of a read-write lock, made by [`Locker::read_lock`] or
+/// [`Locker::write_lock`].
+///
+/// # What it promises
+///
+/// - **Many readers or one writer.** The write side of the lock `name` is a lease on
+///   the key `name` itself; each read hold is a lease of its own, on the key
+///   `name@read:<owner>` ([`LockGuard::key`] shows it). A read is granted only while
+///   no other owner holds a live lock on `name` (of any strategy: a plain lock on the
+///   key counts as a writer), and a writer, once it holds `name`, is granted only when
+///   no other owner's read hold is live. The check and the grant of a read run in one
+///   transaction holding the key's gate, which every acquisition of `name` takes: no
+///   reader and writer ever both hold.
+/// - **Writer preference.** A writer that has to wait first records its intent (a
+///   lease on `name@write:<owner>`, renewed while it waits); a read that arrives while
+///   an intent or a write hold is live waits behind it, so a steady stream of readers
+///   cannot starve a writer. Two exceptions, both holders who would otherwise wait for
+///   themselves: a handle that already holds a read re-enters it, and a handle that
+///   holds the write side takes a read at once (a downgrade).
+/// - **Downgrade.** A handle holding the write side may take the read side: granted at
+///   once whatever waits. Releasing the write hold then leaves the read hold, with no
+///   moment in which the lock was free: other readers get in, writers keep waiting.
+///   The reverse, an upgrade (asking for the write side while holding a read), is
+///   refused with [`Error::UpgradeRefused`] before any SQL: two readers upgrading at
+///   once would wait for each other.
+/// - **Leases.** Every hold, read or write, has its own owner, expiry on the database
+///   clock and fencing token, is renewed by the watchdog, fires its lost signal when
+///   lost, and comes back at its TTL when its holder dies; the sweeper clears expired
+///   read holds as it clears any expired lease. Write tokens rise from one write to
+///   the next on every server; on PostgreSQL and MariaDB every token, read or write,
+///   comes from the table's one sequence, so a write after a read carries a higher
+///   token than the read, and the reverse.
+///
+/// Waits poll with the handle's back-off; writers are not queued among themselves.
+///
+/// # Errors
+///
+/// Before any SQL: the key errors of a single lock for the name (and
+/// [`Error::KeyTooLong`] past [`MAX_RWLOCK_NAME_BYTES`]), [`Error::UpgradeRefused`],
+/// TTL errors.
+///
+/// # Cancel safety
+///
+/// Cancel safe: an attempt runs in a task of its own and gives back what it took when
+/// its caller stopped waiting; a writer that stops waiting gives back its intent and
+/// its hold of `name` in the background.
+#[derive(Debug, Clone)]
+#[must_use = "a request does nothing until one of its acquire methods is awaited"]
+pub struct RwLockRequest<'a> {
+    shared: &'a Arc<Handle>,
+    name: &'a str,
+    write: bool,
+    ttl: Option<Duration>,
+    auto_renew: Option<bool>,
+    max_hold: Option<Duration>,
+    timeout: Option<Duration>,
+}
+
+impl<'a> RwLockRequest<'a> {
+    fn new(shared: &'a Arc<Handle>, name: &'a str, write: bool) -> Self {
+        Self {
+            shared,
+            name,
+            write,
+            ttl: None,
+            auto_renew: None,
+            max_hold: None,
+            timeout: None,
+        }
+    }
+
+    /// The hold's TTL. Defaults to the handle's
+    /// ([`LockerBuilder::ttl`](crate::LockerBuilder::ttl)).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Whether the watchdog renews the hold. Defaults to the handle's.
+    pub fn auto_renew(mut self, on: bool) -> Self {
+        self.auto_renew = Some(on);
+        self
+    }
+
+    /// A cap on the total hold time, as [`LockRequest::max_hold`].
+    pub fn max_hold(mut self, cap: Duration) -> Self {
+        self.max_hold = Some(cap);
+        self
+    }
+
+    /// How long [`acquire`](Self::acquire) waits: [`Error::Timeout`] at the deadline.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Takes the side asked for if it can be had now; `Ok(None)` otherwise. A write
+    /// tried this way records no intent: it takes `name` and, if readers are in, gives
+    /// it back at once.
+    ///
+    /// # Errors
+    ///
+    /// See the type's docs; database errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: what the attempt took is given back.
+    pub async fn try_acquire(self) -> Result<Option<LockGuard>> {
+        let ttl = self.check()?;
+        if self.write {
+            let Some(guard) = self.writer_request(self.name, ttl).try_acquire().await? else {
+                return Ok(None);
+            };
+            if self.readers().await? == 0 {
+                return Ok(Some(guard));
+            }
+            give_back(guard).await?;
+            return Ok(None);
+        }
+        let mut tries: u32 = 0;
+        loop {
+            let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            match read_attempt(self.shared, self.name, ttl, reached).await {
+                Ok(Some((landing, sent))) => return Ok(Some(self.read_guard(ttl, landing, sent))),
+                Ok(None) => return Ok(None),
+                Err(f) if f.class == Class::Contention && tries < 5 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
+                }
+                Err(f) if matches!(f.class, Class::Contention | Class::Held) => return Ok(None),
+                Err(f) => return Err(f.error),
+            }
+        }
+    }
+
+    /// Takes the side asked for, waiting as long as it takes, or until the request's
+    /// [`timeout`](Self::timeout).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] at the deadline; see the type's docs.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped at any point, it leaves nothing held (a writer's intent and
+    /// hold are given back in the background).
+    pub async fn acquire(self) -> Result<LockGuard> {
+        let deadline = self.timeout.and_then(|t| Instant::now().checked_add(t));
+        self.wait(deadline).await
+    }
+
+    /// Takes the side asked for, waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] at the deadline, and as [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(self, timeout: Duration) -> Result<LockGuard> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.wait(deadline).await
+    }
+
+    async fn wait(self, deadline: Option<Instant>) -> Result<LockGuard> {
+        let ttl = self.check()?;
+        if self.write {
+            self.wait_write(ttl, deadline).await
+        } else {
+            self.wait_read(ttl, deadline).await
+        }
+    }
+
+    /// A reader's wait: one read attempt per poll.
+    async fn wait_read(&self, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard> {
+        let started = Instant::now();
+        let shared = self.shared;
+        let mut backoff = Backoff::new(shared.settings.poll_min, shared.settings.poll_max);
+        let mut lapsed = 0;
+        loop {
+            let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let this = read_attempt(shared, self.name, ttl, reached);
+            let outcome = match deadline {
+                Some(d) => match tokio::time::timeout_at(d, this).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => return Err(self.timed_out(started)),
+                },
+                None => this.await,
+            };
+            match outcome {
+                Ok(Some((landing, sent))) => return Ok(self.read_guard(ttl, landing, sent)),
+                Ok(None) => {}
+                Err(f) if matches!(f.class, Class::Contention | Class::Held) => {}
+                Err(f) if f.class == Class::Lapsed => {
+                    lapsed += 1;
+                    if lapsed >= LAPSED_GRANTS {
+                        return Err(f.error);
+                    }
+                    continue;
+                }
+                Err(f) => return Err(f.error),
+            }
+            lapsed = 0;
+            self.pause(&mut backoff, deadline, started).await?;
+        }
+    }
+
+    /// A writer's wait: its intent first (so that later readers wait), then the lease
+    /// on the name, then until no other owner's read is live; the intent goes once the
+    /// write is granted (or given up).
+    async fn wait_write(&self, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard> {
+        let started = Instant::now();
+        let left = |d: Instant| d.saturating_duration_since(Instant::now());
+        let intent_key = intent_key(self.name, &self.shared.owner_text);
+        // The intent is this owner's alone: free at once, unless the deadline is over.
+        let mut intent = self.writer_request(&intent_key, ttl);
+        if let Some(d) = deadline {
+            intent = intent.timeout(left(d));
+        }
+        let intent = intent.acquire().await.map_err(|e| match e {
+            Error::Timeout { .. } => self.timed_out(started),
+            other => other,
+        })?;
+        let granted = async {
+            let mut request = self.writer_request(self.name, ttl);
+            if let Some(d) = deadline {
+                request = request.timeout(left(d));
+            }
+            let guard = request.acquire().await.map_err(|e| match e {
+                Error::Timeout { .. } => self.timed_out(started),
+                other => other,
+            })?;
+            let shared = self.shared;
+            let mut backoff = Backoff::new(shared.settings.poll_min, shared.settings.poll_max);
+            loop {
+                if self.readers().await? == 0 {
+                    return Ok(guard);
+                }
+                self.pause(&mut backoff, deadline, started).await?;
+            }
+        }
+        .await;
+        // The intent goes before the answer, granted or not.
+        give_back(intent).await?;
+        granted
+    }
+
+    /// Sleeps the back-off's next delay, or answers the timeout at the deadline.
+    async fn pause(
+        &self,
+        backoff: &mut Backoff,
+        deadline: Option<Instant>,
+        started: Instant,
+    ) -> Result<()> {
+        let wake = Instant::now() + backoff.next_delay();
+        let until = deadline.map_or(wake, |d| wake.min(d));
+        tokio::time::sleep_until(until).await;
+        if deadline.is_some_and(|d| until >= d) {
+            return Err(self.timed_out(started));
+        }
+        Ok(())
+    }
+
+    fn timed_out(&self, started: Instant) -> Error {
+        Error::Timeout {
+            key: self.name.to_owned(),
+            waited: started.elapsed(),
+        }
+    }
+
+    /// The live read holds of other owners.
+    async fn readers(&self) -> Result<i64> {
+        let party = Party {
+            key: self.name,
+            owner: &self.shared.owner_text,
+        };
+        Ok(self.shared.db.rw_readers(&party).await?)
+    }
+
+    /// A lease request for one of the writer's keys, with this request's settings.
+    fn writer_request<'k>(&'k self, key: &'k str, ttl: Duration) -> LockRequest<'k> {
+        let mut r = LockRequest::new(self.shared, key)
+            .strategy(Strategy::Lease)
+            .ttl(ttl);
+        if let Some(on) = self.auto_renew {
+            r = r.auto_renew(on);
+        }
+        if let Some(cap) = self.max_hold {
+            r = r.max_hold(cap);
+        }
+        r
+    }
+
+    /// The request checked before any SQL is sent: the TTL it asks for.
+    fn check(&self) -> Result<Duration> {
+        // The name is the write side's key: a semaphore's permit keys are refused.
+        validate::lock_key(self.name)?;
+        if self.name.len() > MAX_RWLOCK_NAME_BYTES {
+            return Err(Error::KeyTooLong {
+                len: self.name.len(),
+                max: MAX_RWLOCK_NAME_BYTES,
+            });
+        }
+        let owner = &self.shared.owner_text;
+        if self.write && self.shared.held_with(&read_key(self.name, owner)).is_some() {
+            return Err(Error::UpgradeRefused {
+                name: self.name.to_owned(),
+            });
+        }
+        if !self.write {
+            if let Some(held) = self
+                .shared
+                .held_with(self.name)
+                .filter(|&h| h != Strategy::Lease)
+            {
+                return Err(Error::StrategyConflict {
+                    key: self.name.to_owned(),
+                    held,
+                    requested: Strategy::Lease,
+                });
+            }
+        }
+        let ttl = self.ttl.unwrap_or(self.shared.settings.ttl);
+        validate::ttl(ttl)?;
+        Ok(ttl)
+    }
+
+    /// The guard of a read hold.
+    fn read_guard(
+        &self,
+        ttl: Duration,
+        landing: crate::strategy::multi::Landing,
+        sent: Instant,
+    ) -> LockGuard {
+        let shared = self.shared;
+        let renewal = Renewal {
+            ttl,
+            auto_renew: self.auto_renew.unwrap_or(shared.settings.auto_renew),
+            max_hold: self.max_hold,
+        };
+        let key = read_key(self.name, &shared.owner_text);
+        let grant = landing
+            .take()
+            .into_iter()
+            .next()
+            .expect("a read landing holds one grant");
+        let one = Ask {
+            key,
+            strategy: Strategy::Lease,
+            ttl,
+            renewed: renewal.auto_renew,
+        };
+        let (hold, id, lost) = Hold::start(shared, &one, Granted::Lease(grant), sent, renewal);
+        LockGuard::new(Arc::clone(shared), id, hold, lost, None)
+    }
+}

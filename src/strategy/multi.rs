@@ -1,0 +1,202 @@
+//! The multi-lock's cancel-safe attempt: several leases taken all or none
+//! (`db/multi.rs`), run in a task of its own so that it is never cut off
+//! half way, and given back when nobody is there to take the grants.
+//!
+//! The keys come sorted and without repeats, so that every multi-lock takes the keys it
+//! shares with another in the same order; each key is then a lease like any other,
+//! renewed by the watchdog and released on its own.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::db::multi::Taken;
+use crate::db::values::AcquireAll;
+use crate::db::{noting_checkout, Failure, Grant};
+use crate::support::error::{Class, Error};
+use crate::support::strategy_kind::Strategy;
+
+use super::grant::LockId;
+use super::handle::{Handle, InFlight};
+use super::release;
+
+/// What a multi-lock attempt asks for: its keys, sorted and distinct, and the TTL of
+/// each lease (validated).
+#[derive(Debug, Clone)]
+pub(crate) struct MultiAsk {
+    pub(crate) keys: Vec<String>,
+    pub(crate) ttl: Duration,
+}
+
+/// The grants of one attempt, one per key in the order asked, until they are taken up
+/// by a guard. Dropped untaken (the caller stopped waiting, or the answer came too
+/// late to use), it gives every one of them back in the background, and only then ends
+/// the attempt's marks on its keys.
+#[derive(Debug)]
+pub(crate) struct Landing {
+    handle: Arc<Handle>,
+    keys: Vec<String>,
+    grants: Option<Vec<Grant>>,
+    in_flight: Vec<InFlight>,
+}
+
+impl Landing {
+    /// The grants of `keys` (one each, in order), to give back on drop unless taken;
+    /// the attempt's marks on the keys end with them.
+    pub(crate) fn new(
+        handle: Arc<Handle>,
+        keys: Vec<String>,
+        grants: Vec<Grant>,
+        in_flight: Vec<InFlight>,
+    ) -> Self {
+        Self {
+            handle,
+            keys,
+            grants: Some(grants),
+            in_flight,
+        }
+    }
+
+    /// The grants, taken up: nothing is given back any more.
+    pub(crate) fn take(mut self) -> Vec<Grant> {
+        self.grants.take().unwrap_or_default()
+    }
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        let Some(grants) = self.grants.take() else {
+            return;
+        };
+        let handle = self.handle.clone();
+        let keys = std::mem::take(&mut self.keys);
+        let in_flight = std::mem::take(&mut self.in_flight);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime to give them back on: the leases lapse at their expiry.
+            return;
+        };
+        drop(runtime.spawn(async move {
+            for (key, grant) in keys.into_iter().zip(grants) {
+                let id = LockId {
+                    key,
+                    strategy: Strategy::Lease,
+                    token: grant.token,
+                };
+                let at_least = handle.at_least(&id.key);
+                if let Err(e) = release::release(&handle, &id, at_least).await {
+                    tracing::warn!(key = %id.key, error = %e,
+                        "could not give back a multi-lock's key taken for a caller that \
+                         stopped waiting; it lapses at its expiry");
+                }
+            }
+            drop(in_flight);
+        }));
+    }
+}
+
+/// One attempt at every key of `ask`, and when its statements were sent (each lease is
+/// valid at least until then plus its TTL).
+///
+/// `Ok(None)` when a key is held by another owner; [`Class::Contention`] when a key
+/// was in use by another acquisition for a moment (try again); `StrategyConflict` when
+/// this handle holds a key with another strategy. `reached` is set once the attempt
+/// has a pooled connection.
+pub(crate) async fn attempt(
+    handle: &Arc<Handle>,
+    ask: &MultiAsk,
+    reached: Arc<AtomicBool>,
+) -> Result<Option<(Landing, Instant)>, Failure> {
+    // An earlier attempt of this handle on one of the keys, whose caller stopped
+    // waiting, may hold it for a moment: the answer is known once it gave it back.
+    for key in &ask.keys {
+        if handle.attempts_settled(key).await {
+            reached.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let in_flight: Vec<InFlight> = ask.keys.iter().map(|k| handle.attempt_started(k)).collect();
+    let sent = Instant::now();
+    let (answer, answered) = oneshot::channel();
+    let task_handle = handle.clone();
+    let task_ask = ask.clone();
+    let statements = async move {
+        let outcome = statements(&task_handle, &task_ask).await;
+        let landing = outcome.map(|taken| {
+            taken.map(|grants| Landing {
+                handle: task_handle,
+                keys: task_ask.keys,
+                grants: Some(grants),
+                in_flight,
+            })
+        });
+        // Nobody to hand it to: the landing, dropped here, gives the keys back.
+        drop(answer.send(landing));
+    };
+    // A task of its own, so that the transaction is never dropped half way through
+    // (which would leave its keys to the connection's rollback at the pool's leisure).
+    tokio::spawn(noting_checkout(reached, statements));
+    let outcome = answered.await.map_err(|_| Failure {
+        class: Class::Other,
+        error: Error::Database(sqlx::Error::WorkerCrashed),
+    })??;
+    match outcome {
+        // Answered past the TTL it asked for: the leases may have lapsed already,
+        // counted from when the statements were sent. Given back (by the landing's
+        // drop), and the caller told to try again.
+        Some(landing) if Instant::now() >= sent + ask.ttl => {
+            drop(landing);
+            Err(Failure {
+                class: Class::Lapsed,
+                error: Error::GrantExpired {
+                    key: ask.keys.join(","),
+                    ttl: ask.ttl,
+                    took: sent.elapsed(),
+                },
+            })
+        }
+        other => Ok(other.map(|landing| (landing, sent))),
+    }
+}
+
+/// The attempt's statements: the handle's presence marker first, when it has one (as
+/// a lease's attempt does), then the keys, all or none (`db/multi.rs`).
+async fn statements(handle: &Handle, ask: &MultiAsk) -> Result<Option<Vec<Grant>>, Failure> {
+    let (presence, epoch) = match &handle.presence {
+        Some(p) => {
+            let (key, epoch) = p.ensure().await.map_err(|error| Failure {
+                class: Class::Other,
+                error,
+            })?;
+            (key, Some(epoch))
+        }
+        None => (String::new(), None),
+    };
+    let ttl_us = i64::try_from(ask.ttl.as_micros()).unwrap_or(i64::MAX);
+    let all = AcquireAll::new(
+        &ask.keys,
+        &handle.owner_text,
+        Strategy::Lease,
+        ttl_us,
+        &presence,
+    );
+    match handle.db.lease_acquire_all(&all).await? {
+        Taken::All(mut grants) => {
+            for g in &mut grants {
+                g.presence = epoch;
+            }
+            Ok(Some(grants))
+        }
+        Taken::Busy => Ok(None),
+        Taken::Contended(key) => Err(Failure::row_locked(Class::Contention, &key)),
+        Taken::Conflict(key, held) => Err(Failure {
+            class: Class::Other,
+            error: Error::StrategyConflict {
+                key,
+                held: held.parse().unwrap_or_default(),
+                requested: Strategy::Lease,
+            },
+        }),
+    }
+}

@@ -1,0 +1,98 @@
+//! The read-write lock's cancel-safe read attempt: a read hold taken in a transaction
+//! of its own (`db/rw.rs`), run in a task so that it is never cut off half way, and
+//! given back when nobody is there to take it.
+//!
+//! The write side needs no attempt of its own: it is a lease on the lock's name, taken
+//! by the lease's attempt, and then waits out the readers (`api/rwlock.rs`).
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::db::rw::Read;
+use crate::db::values::Acquire;
+use crate::db::{noting_checkout, Failure, Grant};
+use crate::support::error::{Class, Error};
+use crate::support::strategy_kind::Strategy;
+
+use super::handle::{Handle, InFlight};
+use super::multi::Landing;
+
+/// The key of `owner`'s read hold of the read-write lock `name`.
+pub(crate) fn read_key(name: &str, owner: &str) -> String {
+    format!("{name}@read:{owner}")
+}
+
+/// The key of `owner`'s intent to write the read-write lock `name`, held while it
+/// waits.
+pub(crate) fn intent_key(name: &str, owner: &str) -> String {
+    format!("{name}@write:{owner}")
+}
+
+/// One attempt at a read hold of `name` for `ttl`, and when it was sent.
+///
+/// `Ok(None)` when a writer holds or waits for the lock; [`Class::Contention`] when the
+/// key's gate was in use for a moment.
+pub(crate) async fn read_attempt(
+    handle: &Arc<Handle>,
+    name: &str,
+    ttl: Duration,
+    reached: Arc<AtomicBool>,
+) -> Result<Option<(Landing, Instant)>, Failure> {
+    let key = read_key(name, &handle.owner_text);
+    if handle.attempts_settled(&key).await {
+        reached.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    let in_flight: Vec<InFlight> = vec![handle.attempt_started(&key)];
+    let sent = Instant::now();
+    let (answer, answered) = oneshot::channel();
+    let task_handle = handle.clone();
+    let task_name = name.to_owned();
+    let statements = async move {
+        let outcome = statement(&task_handle, &task_name, ttl).await;
+        let landing = outcome
+            .map(|o| o.map(|grant| Landing::new(task_handle, vec![key], vec![grant], in_flight)));
+        // Nobody to hand it to: the landing, dropped here, gives the hold back.
+        drop(answer.send(landing));
+    };
+    tokio::spawn(noting_checkout(reached, statements));
+    let outcome = answered.await.map_err(|_| Failure {
+        class: Class::Other,
+        error: Error::Database(sqlx::Error::WorkerCrashed),
+    })??;
+    match outcome {
+        // Answered past its TTL: given back by the landing's drop.
+        Some(landing) if Instant::now() >= sent + ttl => {
+            drop(landing);
+            Err(Failure {
+                class: Class::Lapsed,
+                error: Error::GrantExpired {
+                    key: name.to_owned(),
+                    ttl,
+                    took: sent.elapsed(),
+                },
+            })
+        }
+        other => Ok(other.map(|landing| (landing, sent))),
+    }
+}
+
+/// The read's transaction.
+async fn statement(handle: &Handle, name: &str, ttl: Duration) -> Result<Option<Grant>, Failure> {
+    let a = Acquire {
+        key: name,
+        owner: &handle.owner_text,
+        strategy: Strategy::Lease,
+        ttl_us: i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX),
+        presence: "",
+        gone: "",
+    };
+    match handle.db.rw_read(&a).await? {
+        Read::Granted(grant) => Ok(Some(grant)),
+        Read::Busy => Ok(None),
+        Read::Contended => Err(Failure::row_locked(Class::Contention, name)),
+    }
+}
