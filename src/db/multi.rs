@@ -17,7 +17,7 @@
 
 use super::backend::Backend;
 use super::outcome::Grant;
-use super::runner::{checked_out, On, Runner};
+use super::runner::{self, On, Runner};
 use super::statement::Statement;
 use super::values::{Acquire, AcquireAll};
 
@@ -52,8 +52,7 @@ pub(crate) async fn acquire_all_with<B: Backend>(
     s: &Statement<Acquire<'static>>,
     all: &AcquireAll<'_>,
 ) -> Result<Taken, sqlx::Error> {
-    let mut tx = b.pool().begin().await?;
-    checked_out();
+    let mut tx = runner::begin(b.pool()).await?;
     let mut grants = Vec::with_capacity(all.keys.len());
     for key in all.keys {
         let a = &all.one(key);

@@ -10,7 +10,7 @@
 
 use super::backend::Backend;
 use super::outcome::Grant;
-use super::runner::{checked_out, On, Runner};
+use super::runner::{self, On, Runner};
 use super::values::{Acquire, Key, Party};
 
 /// What a read attempt found.
@@ -27,8 +27,7 @@ pub(crate) enum Read {
 /// A read hold of `a.key` for `a.owner`: the key's gate first (shared with other
 /// reads), then the read statement, in one transaction.
 pub(crate) async fn read<B: Backend>(b: &B, a: &Acquire<'_>) -> Result<Read, sqlx::Error> {
-    let mut tx = b.pool().begin().await?;
-    checked_out();
+    let mut tx = runner::begin(b.pool()).await?;
     // Shared among readers (`rw_gate.sql`): reads of one key do not wait for each
     // other, only for grants of the key.
     let gate = B::Db::rows(On::Conn(&mut *tx), &b.common().rw.gate, &Key(a.key))

@@ -111,10 +111,14 @@ pub(crate) async fn attempt(
 ) -> Result<Option<(Landing, Instant)>, Failure> {
     // An earlier attempt of this handle on one of the keys, whose caller stopped
     // waiting, may hold it for a moment: the answer is known once it gave it back.
+    // Noted before the wait: the caller's deadline may fall while this waits.
     for key in &ask.keys {
-        if handle.attempts_settled(key).await {
+        if handle.attempt_under_way(key) {
             reached.store(true, std::sync::atomic::Ordering::Relaxed);
         }
+    }
+    for key in &ask.keys {
+        handle.attempts_settled(key).await;
     }
     let in_flight: Vec<InFlight> = ask.keys.iter().map(|k| handle.attempt_started(k)).collect();
     let sent = Instant::now();

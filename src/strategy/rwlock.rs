@@ -43,9 +43,11 @@ pub(crate) async fn read_attempt(
     reached: Arc<AtomicBool>,
 ) -> Result<Option<(Landing, Instant)>, Failure> {
     let key = read_key(name, &handle.owner_text);
-    if handle.attempts_settled(&key).await {
+    // Noted before the wait: the caller's deadline may fall while this waits.
+    if handle.attempt_under_way(&key) {
         reached.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    handle.attempts_settled(&key).await;
     let in_flight: Vec<InFlight> = vec![handle.attempt_started(&key)];
     let sent = Instant::now();
     let (answer, answered) = oneshot::channel();
