@@ -1,16 +1,13 @@
 //! `sqlock run --limit N`: at most N copies of a command across hosts, each holding a
-//! permit of the semaphore KEY of N permits; and the semaphores `sqlock list` shows.
+//! permit of the semaphore KEY of N permits.
 //!
 //! `run` holds what it took as a [`Held`]: a lock, or a permit. Both end the same way
 //! (released once the command's group is empty, lost when their lease is), so `run`
 //! supervises either alike.
 
-use std::collections::HashMap;
-
-use sqlock::{LockGuard, Locker, LostSignal, SemaphoreGuard, SemaphoreInfo};
+use sqlock::{LockGuard, Locker, LostSignal, SemaphoreGuard};
 
 use crate::args::RunArgs;
-use crate::ops::{printable, utc};
 use crate::Failure;
 
 /// What `run` holds while its command runs.
@@ -94,51 +91,4 @@ pub(crate) async fn acquire(locker: &Locker, args: &RunArgs, limit: u32) -> Resu
         None => sem.acquire().await?,
     };
     Ok(Held::Permit(permit))
-}
-
-/// The recorded semaphores, and which of the listed locks are their permits (by key:
-/// the semaphore's name and N).
-pub(crate) async fn semaphores(
-    locker: &Locker,
-) -> Result<(Vec<SemaphoreInfo>, HashMap<String, (String, u32)>), Failure> {
-    let semaphores = locker.semaphores().await?;
-    let permits = semaphores
-        .iter()
-        .flat_map(|s| {
-            s.holders
-                .iter()
-                .map(|h| (h.key.clone(), (s.name.clone(), s.permits)))
-        })
-        .collect();
-    Ok((semaphores, permits))
-}
-
-/// The semaphores' section of `list`: each with N and how many are held, then a line
-/// per holder.
-pub(crate) fn print_semaphores(semaphores: &[SemaphoreInfo]) {
-    println!("SEMAPHORE  PERMITS  HELD");
-    let width = semaphores
-        .iter()
-        .map(|s| printable(&s.name).chars().count())
-        .max()
-        .unwrap_or(0)
-        .max("SEMAPHORE".len());
-    for s in semaphores {
-        println!(
-            "{:<width$}  {:>7}  {:>4}",
-            printable(&s.name),
-            s.permits,
-            s.holders.len()
-        );
-        for h in &s.holders {
-            println!(
-                "  {}  owner {}  token {}  held since {}  expires in {:.1}s",
-                printable(&h.key),
-                h.owner,
-                h.fencing_token,
-                utc(h.acquired_at),
-                h.expires_in.as_secs_f64()
-            );
-        }
-    }
 }

@@ -4,9 +4,10 @@
 //! Each prints its result on stdout, as text or (`--json`) as JSON built from values,
 //! and returns the exit status, or a [`Failure`] for the caller to report.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use sqlock::{Dialect, LockInfo, Locker, SweepOptions, TableName};
+use sqlock::{Dialect, LockInfo, Locker, SemaphoreInfo, SweepOptions, TableName};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::duration::human;
@@ -19,7 +20,7 @@ use crate::{Failure, EXIT_NOT_ACQUIRED};
 /// after the locks, with every recorded semaphore.
 pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
     let mut locks = locker.list().await?;
-    let (semaphores, permits) = crate::limit::semaphores(locker).await?;
+    let (semaphores, permits) = semaphores(locker).await?;
     if json {
         let items: Vec<serde_json::Value> = locks
             .iter()
@@ -57,7 +58,7 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
         if !locks.is_empty() {
             println!();
         }
-        crate::limit::print_semaphores(&semaphores);
+        print_semaphores(&semaphores);
     }
     Ok(0)
 }
@@ -403,4 +404,51 @@ pub(crate) fn schema(dialect: Dialect, table: &TableName, json: bool) -> Result<
         print!("{ddl}");
     }
     Ok(0)
+}
+
+/// The recorded semaphores, and which of the listed locks are their permits (by key:
+/// the semaphore's name and N).
+async fn semaphores(
+    locker: &Locker,
+) -> Result<(Vec<SemaphoreInfo>, HashMap<String, (String, u32)>), Failure> {
+    let semaphores = locker.semaphores().await?;
+    let permits = semaphores
+        .iter()
+        .flat_map(|s| {
+            s.holders
+                .iter()
+                .map(|h| (h.key.clone(), (s.name.clone(), s.permits)))
+        })
+        .collect();
+    Ok((semaphores, permits))
+}
+
+/// The semaphores' section of `list`: each with N and how many are held, then a line
+/// per holder.
+fn print_semaphores(semaphores: &[SemaphoreInfo]) {
+    println!("SEMAPHORE  PERMITS  HELD");
+    let width = semaphores
+        .iter()
+        .map(|s| printable(&s.name).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("SEMAPHORE".len());
+    for s in semaphores {
+        println!(
+            "{:<width$}  {:>7}  {:>4}",
+            printable(&s.name),
+            s.permits,
+            s.holders.len()
+        );
+        for h in &s.holders {
+            println!(
+                "  {}  owner {}  token {}  held since {}  expires in {:.1}s",
+                printable(&h.key),
+                h.owner,
+                h.fencing_token,
+                utc(h.acquired_at),
+                h.expires_in.as_secs_f64()
+            );
+        }
+    }
 }

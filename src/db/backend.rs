@@ -14,13 +14,13 @@ use crate::support::error::{Class, Error};
 use crate::support::validate::TableName;
 
 use super::dialect::Dialect;
-use super::outcome::{Elected, Failure, Grant, Listed, Renewal};
+use super::outcome::{Elected, Failure, Grant, Listed, Renewal, TakenAll};
 use super::runner::{elected, grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{
-    Acquire, AcquireAll, Bound, Claim, Extend, Held, Key, Limit, Mark, Party, Place, Release,
-    Renew, RowGrant, Sweep,
+    Acquire, AcquireAll, Bound, Claim, Extend, Held, Key, Limit, Mark, Party, Permits, Place,
+    Release, Renew, RowGrant, Slots, Sweep,
 };
 
 /// The statements every server has, rendered for one table.
@@ -43,7 +43,7 @@ pub(crate) struct Common {
     pub(crate) elect_leader: Statement<Key<'static>>,
     pub(crate) fair: Fair,
     /// The semaphore's statements (`semaphore.rs`).
-    pub(crate) semaphore: super::semaphore::Statements,
+    pub(crate) semaphore: Semaphore,
     pub(crate) rw: Rw,
 }
 
@@ -56,6 +56,23 @@ pub(crate) struct Rw {
     pub(crate) read: Statement<Acquire<'static>>,
     /// How many live read holds other owners have.
     pub(crate) readers: Statement<Party<'static>>,
+}
+
+/// The semaphore's statements (`semaphore_*.sql`), every server's (`semaphore.rs`).
+#[derive(Debug, Clone)]
+pub(crate) struct Semaphore {
+    /// Records a semaphore with its N unless it is recorded.
+    pub(crate) ensure: Statement<Permits<'static>>,
+    /// Locks the semaphore's row: its gate, and the N recorded.
+    pub(crate) gate: Statement<Key<'static>>,
+    /// The N a semaphore is recorded with.
+    pub(crate) permits: Statement<Key<'static>>,
+    /// Takes free slots, under the gate.
+    pub(crate) take: Statement<Slots<'static>>,
+    /// The live permits of a semaphore's slots.
+    pub(crate) holders: Statement<Slots<'static>>,
+    /// The recorded semaphores.
+    pub(crate) list: Statement<Limit>,
 }
 
 /// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
@@ -96,7 +113,8 @@ pub(crate) struct CommonTemplates {
     pub(crate) fair: [&'static str; 10],
     /// `rw_gate`, `rw_read`, `rw_readers`.
     pub(crate) rw: [&'static str; 3],
-    pub(crate) semaphore: super::semaphore::Templates,
+    /// `semaphore_ensure`, `_gate`, `_permits`, `_take`, `_holders`, `_list`.
+    pub(crate) semaphore: [&'static str; 6],
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -143,7 +161,14 @@ macro_rules! common_templates {
                 sql!($dir, "rw_read"),
                 sql!($dir, "rw_readers"),
             ],
-            semaphore: $crate::db::semaphore::semaphore_templates!($dir),
+            semaphore: [
+                sql!($dir, "semaphore_ensure"),
+                sql!($dir, "semaphore_gate"),
+                sql!($dir, "semaphore_permits"),
+                sql!($dir, "semaphore_take"),
+                sql!($dir, "semaphore_holders"),
+                sql!($dir, "semaphore_list"),
+            ],
         }
     }};
 }
@@ -183,7 +208,14 @@ impl Common {
                 read: target.render(t.rw[1]),
                 readers: target.render(t.rw[2]),
             },
-            semaphore: super::semaphore::Statements::render(&t.semaphore, target),
+            semaphore: Semaphore {
+                ensure: target.render(t.semaphore[0]),
+                gate: target.render(t.semaphore[1]),
+                permits: target.render(t.semaphore[2]),
+                take: target.render(t.semaphore[3]),
+                holders: target.render(t.semaphore[4]),
+                list: target.render(t.semaphore[5]),
+            },
         }
     }
 }
@@ -284,15 +316,13 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         }
     }
 
-    /// A multi-lock's attempt: every key of `all`, or none (`multi.rs`). By default one
-    /// transaction with the lease's statement per key; a server that can take them
-    /// all in one statement overrides it.
+    /// A multi-lock's attempt: every key of `all`, or none (`multi.rs`): one
+    /// transaction with the lease's statement per key (`multi::acquire_all`), or, where
+    /// the server can take them all at once, one statement.
     fn lease_acquire_all(
         &self,
         all: &AcquireAll<'_>,
-    ) -> impl Future<Output = Result<super::multi::Taken, sqlx::Error>> + Send {
-        async move { super::multi::acquire_all(self, all).await }
-    }
+    ) -> impl Future<Output = Result<TakenAll, sqlx::Error>> + Send;
 
     /// After a release or an extension found its row locked: whether the lease is
     /// still ours, by a read that waits on no row lock. Only MariaDB is told not to

@@ -17,27 +17,19 @@
 
 use super::backend::Backend;
 use super::outcome::Grant;
-use super::runner::{self, On, Runner};
+#[cfg(any(feature = "sqlite", feature = "mysql"))]
+use super::runner;
+use super::runner::{On, Runner};
 use super::statement::Statement;
-use super::values::{Acquire, AcquireAll};
+#[cfg(any(feature = "sqlite", feature = "mysql"))]
+use super::values::Acquire;
+use super::values::AcquireAll;
 
-/// What one multi-lock attempt found.
-#[derive(Debug)]
-pub(crate) enum Taken {
-    /// Every key, in the order asked: committed.
-    All(Vec<Grant>),
-    /// A key is held by another owner (or kept by an at-least hold): rolled back.
-    Busy,
-    /// A key's gate or bucket was in use by another acquisition for a moment (the key
-    /// named): rolled back, worth another try.
-    Contended(String),
-    /// This owner holds a key with another strategy (the key, and the strategy it is
-    /// held with): rolled back.
-    Conflict(String, String),
-}
+pub(crate) use super::outcome::TakenAll as Taken;
 
 /// Takes every key of `all` in one transaction, or none of them, with the lease's
-/// acquisition statement.
+/// acquisition statement (SQLite's way; PostgreSQL takes them in one statement).
+#[cfg(feature = "sqlite")]
 pub(crate) async fn acquire_all<B: Backend>(
     b: &B,
     all: &AcquireAll<'_>,
@@ -45,8 +37,9 @@ pub(crate) async fn acquire_all<B: Backend>(
     acquire_all_with(b, &b.common().lease_acquire, all).await
 }
 
-/// [`acquire_all`] with the acquisition statement `s` (MariaDB on a Galera node has
-/// one of its own).
+/// Takes every key of `all` in one transaction, or none of them, with the acquisition
+/// statement `s` (MariaDB on a Galera node has one of its own).
+#[cfg(any(feature = "sqlite", feature = "mysql"))]
 pub(crate) async fn acquire_all_with<B: Backend>(
     b: &B,
     s: &Statement<Acquire<'static>>,

@@ -155,7 +155,7 @@ impl Backend for MariaDb {
     async fn lease_acquire_all(
         &self,
         all: &AcquireAll<'_>,
-    ) -> Result<crate::db::multi::Taken, sqlx::Error> {
+    ) -> Result<crate::db::outcome::TakenAll, sqlx::Error> {
         let s = if self.galera_cluster_size().await?.is_some() {
             &self.lease_acquire_galera
         } else {

@@ -99,7 +99,7 @@ impl Backend for Postgres {
     async fn lease_acquire_all(
         &self,
         all: &AcquireAll<'_>,
-    ) -> Result<crate::db::multi::Taken, sqlx::Error> {
+    ) -> Result<crate::db::outcome::TakenAll, sqlx::Error> {
         crate::db::multi::acquire_in_one(self, &self.multi_acquire, all).await
     }
 

@@ -6,52 +6,7 @@
 use super::backend::Backend;
 use super::outcome::Listed;
 use super::runner::{self, listed, On, Runner};
-use super::statement::{Statement, Target};
 use super::values::{Key, Limit, Permits, Slots};
-
-/// The semaphore's statements (`semaphore_*.sql`), every server's.
-#[derive(Debug, Clone)]
-pub(crate) struct Statements {
-    ensure: Statement<Permits<'static>>,
-    gate: Statement<Key<'static>>,
-    permits: Statement<Key<'static>>,
-    take: Statement<Slots<'static>>,
-    holders: Statement<Slots<'static>>,
-    list: Statement<Limit>,
-}
-
-/// The templates of [`Statements`]: `semaphore_ensure`, `_gate`, `_permits`, `_take`,
-/// `_holders`, `_list`, in that order.
-pub(crate) type Templates = [&'static str; 6];
-
-/// The templates of `sql/$dir/`.
-macro_rules! semaphore_templates {
-    ($dir:literal) => {{
-        use $crate::db::backend::sql;
-        [
-            sql!($dir, "semaphore_ensure"),
-            sql!($dir, "semaphore_gate"),
-            sql!($dir, "semaphore_permits"),
-            sql!($dir, "semaphore_take"),
-            sql!($dir, "semaphore_holders"),
-            sql!($dir, "semaphore_list"),
-        ]
-    }};
-}
-pub(crate) use semaphore_templates;
-
-impl Statements {
-    pub(crate) fn render(t: &Templates, target: &Target<'_>) -> Self {
-        Self {
-            ensure: target.render(t[0]),
-            gate: target.render(t[1]),
-            permits: target.render(t[2]),
-            take: target.render(t[3]),
-            holders: target.render(t[4]),
-            list: target.render(t[5]),
-        }
-    }
-}
 
 /// What one acquisition found.
 #[derive(Debug)]
