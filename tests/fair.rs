@@ -214,13 +214,16 @@ async fn waiters_in_processes_are_served_in_arrival_order() -> anyhow::Result<()
 async fn a_killed_waiter_is_skipped_after_its_ttl() -> anyhow::Result<()> {
     for b in common::backends("fair_killed").await {
         b.fresh_table().await?;
-        let ttl = Duration::from_secs(2);
-        for (notify, holder) in lockers(&b, ttl).await? {
+        // The waiter to be killed has a short TTL, so that its place lapses soon; the
+        // live ones a long one, so that a renewal a loaded machine delays never lets
+        // theirs lapse and send them to the back of the queue.
+        let (short, long) = (Duration::from_secs(2), Duration::from_secs(60));
+        for (notify, holder) in lockers(&b, long).await? {
             let key = format!("killed-{notify}");
             let first = holder.acquire(&key).await?;
-            let mut before = spawn_waiter(&b, &holder, &key, ttl, notify).await?;
-            let mut dead = spawn_waiter(&b, &holder, &key, ttl, notify).await?;
-            let mut after = spawn_waiter(&b, &holder, &key, ttl, notify).await?;
+            let mut before = spawn_waiter(&b, &holder, &key, long, notify).await?;
+            let mut dead = spawn_waiter(&b, &holder, &key, short, notify).await?;
+            let mut after = spawn_waiter(&b, &holder, &key, long, notify).await?;
             // SIGKILL the waiter in the middle, and make sure the kill took.
             let pid = dead.id().context("the waiter has exited")?;
             kill(Pid::from_raw(i32::try_from(pid)?), Signal::SIGKILL)?;
@@ -389,6 +392,9 @@ async fn one_key_one_strategy_on_a_brand_new_key() -> anyhow::Result<()> {
         }
         for other in others {
             let rival = fair.new_handle();
+            // Rounds that one side won: a race both sides always lost would show
+            // nothing.
+            let mut won = 0;
             for round in 0..10 {
                 let key = format!("new-{other}-{round}");
                 // Both at once on a key that has no row yet.
@@ -402,6 +408,7 @@ async fn one_key_one_strategy_on_a_brand_new_key() -> anyhow::Result<()> {
                     "{}: fair and {other} both hold {key}",
                     b.dialect
                 );
+                won += usize::from(a.is_some() || o.is_some());
                 // The loser sees it held, whichever strategy won.
                 if let Some(g) = a {
                     assert!(rival
@@ -434,6 +441,11 @@ async fn one_key_one_strategy_on_a_brand_new_key() -> anyhow::Result<()> {
                     .is_none());
                 assert!(f.release().await?);
             }
+            assert!(
+                won > 0,
+                "{}: fair against {other}: nobody won any race",
+                b.dialect
+            );
         }
     }
     Ok(())
@@ -459,6 +471,66 @@ async fn list_shows_waiters_and_force_release_hands_on() -> anyhow::Result<()> {
         assert!(!guard.release().await?);
         assert_eq!(holder.lock_info(key).await?.context("held")?.waiters, 0);
         assert!(g.release().await?);
+    }
+    Ok(())
+}
+
+/// An operator's release of a fair lock with a waiter queued hands it to that waiter in
+/// the release's own transaction: a lease newcomer trying the key as fast as it can
+/// never gets it between the release and the handoff. The waiter polls once a minute,
+/// so that the grant it holds right after the release can only be the release's doing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_release_leaves_no_window_for_a_newcomer() -> anyhow::Result<()> {
+    for b in common::backends("fair_force_window").await {
+        b.fresh_table().await?;
+        let base = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(Duration::from_secs(600))
+            .poll_interval(Duration::from_secs(60), Duration::from_secs(60))
+            .build()?;
+        let mut tried = 0u64;
+        for round in 0..10 {
+            let key = format!("window-{round}");
+            let guard = base.acquire(&key).await?;
+            let waiter = base.new_handle();
+            let waiter_owner = waiter.owner().to_string();
+            let k = key.clone();
+            let waiting = tokio::spawn(async move { waiter.acquire(&k).await });
+            until(|| async { Ok(queued(&b, &base, &key).await? == 1) }).await?;
+            // A lease newcomer tries the key without pause until the release is done.
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let newcomer = base.new_handle();
+            let k = key.clone();
+            let rival = tokio::spawn(async move {
+                let mut tries = 0u64;
+                while !*stopped.borrow() {
+                    tries += 1;
+                    if let Some(g) = newcomer
+                        .lock(&k)
+                        .strategy(Strategy::Lease)
+                        .try_acquire()
+                        .await?
+                    {
+                        anyhow::bail!("a lease newcomer took {k} (token {})", g.fencing_token());
+                    }
+                }
+                Ok(tries)
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(base.force_release(&key).await?);
+            let info = base.lock_info(&key).await?.context("handed on")?;
+            stop.send_replace(true);
+            tried += rival.await??;
+            assert_eq!(info.owner, waiter_owner, "{}: not handed on", b.dialect);
+            assert!(info.fencing_token > guard.fencing_token());
+            assert!(!guard.release().await?);
+            waiting.abort();
+            let _ = waiting.await;
+            until(|| async { Ok(queued(&b, &base, &key).await? == 0) }).await?;
+        }
+        assert!(tried > 0, "{}: the newcomer never tried", b.dialect);
     }
     Ok(())
 }

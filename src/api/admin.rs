@@ -68,6 +68,10 @@ impl Locker {
     /// fenced writes fail from now on, and its [lost signal](crate::LockGuard::lost) fires
     /// within one renewal period.
     ///
+    /// A key with [fair](crate::Strategy::Fair) waiters queued is handed to the first
+    /// live one in the release's own transaction, under the key's gate: no newcomer of
+    /// any strategy takes it between.
+    ///
     /// A for-update lock cannot be released this way: it is a row lock in its holder's
     /// transaction and ends with that transaction (end the holder's session to free
     /// it). The call never waits for it: it tries again for about two seconds while
@@ -98,18 +102,10 @@ impl Locker {
     pub async fn force_release(&self, key: &str) -> Result<bool> {
         validate::key(key)?;
         let k = Key(key);
+        // A fair lock's waiters get it next, in their order, in the release's own
+        // transaction.
         match retry_failure(|| self.shared.db.force_release(&k)).await {
-            Ok(released) => {
-                // A fair lock's waiters get it next, in their order.
-                if let Err(f) = retry_failure(|| self.shared.db.fair_hand_over(&k)).await {
-                    if f.class != Class::MissingTable {
-                        tracing::warn!(key = %key, error = %f.error,
-                            "could not hand the released lock on to its first waiter; \
-                             that waiter's next poll takes it");
-                    }
-                }
-                Ok(released)
-            }
+            Ok(released) => Ok(released),
             Err(f) if f.class == Class::Contention => Err(Error::RowLocked {
                 key: key.to_owned(),
             }),

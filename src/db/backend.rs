@@ -350,17 +350,17 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         }
     }
 
-    /// An operator's release: `Some(released)`, or `None` when the key's row (or gate)
-    /// is held by another transaction.
-    fn force_release(
-        &self,
-        k: &Key<'_>,
-    ) -> impl Future<Output = Result<Option<bool>, sqlx::Error>> + Send {
+    /// An operator's release, on its own or `on` a transaction that holds the key's
+    /// gate (a fair handoff, `fair.rs`): `Some(released)`, or `None` when the key's row
+    /// (or gate) is held by another transaction.
+    fn force_release<'a>(
+        &'a self,
+        on: On<'a, Self::Db>,
+        k: &'a Key<'a>,
+    ) -> impl Future<Output = Result<Option<bool>, sqlx::Error>> + Send + 'a {
         async move {
             let s = &self.common().lease_force_release;
-            Ok(Some(
-                Self::Db::execute(On::Pool(self.pool(), false), s, k).await? > 0,
-            ))
+            Ok(Some(Self::Db::execute(on, s, k).await? > 0))
         }
     }
 

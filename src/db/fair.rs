@@ -9,6 +9,8 @@
 //! transaction, to the first live waiter: no moment in which the lock is free while a
 //! live waiter is queued, for a newcomer to take.
 
+use crate::support::error::Class;
+
 use super::backend::Backend;
 use super::outcome::Grant;
 use super::runner::{self, On, Runner};
@@ -276,25 +278,40 @@ pub(crate) async fn release<B: Backend>(b: &B, h: &Held<'_>) -> Result<Option<bo
     Ok(Some(released))
 }
 
-/// Hands `key` on to its first live waiter if the lock is free or expired (after an
-/// operator's release). `None` when the gate was closed.
+/// An operator's release of `k` (`lease_force_release.sql`), and, when fair waiters
+/// are queued, the handoff to the first live one in the same transaction under the
+/// key's gate: no lease or insert newcomer can take the key between. Whether a live
+/// lock was released; `None` when the gate or the key's row was taken.
 ///
-/// A key nobody waits for in the queue is left alone, without taking its gate: an
-/// operator's release of a lease or insert lock wakes that lock's own waiters, whose
+/// A key nobody waits for in the queue is released alone, without taking its gate:
+/// the release wakes that lock's own waiters (PostgreSQL's notification), whose
 /// attempts would otherwise find the gate closed for a moment and wait for their next
 /// poll. A fair waiter that joins meanwhile is the head, and its own poll hands it the
-/// free lock.
-pub(crate) async fn hand_over<B: Backend>(b: &B, key: &str) -> Result<Option<()>, sqlx::Error> {
-    let queued = B::Db::rows(On::Pool(b.pool(), false), &b.common().fair.head, &Key(key)).await?;
-    if queued.is_empty() {
-        return Ok(Some(()));
+/// free lock. A database without the queue table (its migration not run) has no fair
+/// waiters.
+pub(crate) async fn force_release<B: Backend>(
+    b: &B,
+    k: &Key<'_>,
+) -> Result<Option<bool>, sqlx::Error> {
+    let queued = match B::Db::rows(On::Pool(b.pool(), false), &b.common().fair.head, k).await {
+        Ok(head) => !head.is_empty(),
+        Err(e) if B::classify(&e) == Class::MissingTable => false,
+        Err(e) => return Err(e),
+    };
+    if !queued {
+        return b.force_release(On::Pool(b.pool(), false), k).await;
     }
-    let Some(mut tx) = gated(b, key).await? else {
+    let Some(mut tx) = gated(b, k.0).await? else {
         return Ok(None);
     };
-    hand_on(b, &mut tx, key, false).await?;
-    tx.commit().await?;
-    Ok(Some(()))
+    let released = b.force_release(On::Conn(&mut *tx), k).await?;
+    if released.is_some() {
+        hand_on(b, &mut tx, k.0, false).await?;
+        tx.commit().await?;
+    } else {
+        tx.rollback().await?;
+    }
+    Ok(released)
 }
 
 /// One batch of the queue's sweep: places that lapsed `grace_us` ago or more.

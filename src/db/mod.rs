@@ -333,7 +333,7 @@ impl Db {
     /// on PostgreSQL, whose advisory gate) another transaction holds fails with
     /// contention at once, never waiting for it.
     pub(crate) async fn force_release(&self, k: &Key<'_>) -> Result<bool, Failure> {
-        on_backend!(self, |b| b.force_release(k).await)?
+        on_backend!(self, |b| fair::force_release(&**b, k).await)?
             .ok_or_else(|| Failure::row_locked(Class::Contention, k.0))
     }
 
@@ -402,13 +402,6 @@ impl Db {
     pub(crate) async fn fair_release(&self, h: &Held<'_>) -> Result<bool, Failure> {
         on_backend!(self, |b| fair::release(&**b, h).await)?
             .ok_or_else(|| Failure::row_locked(Class::Contention, h.key))
-    }
-
-    /// Hands a free key on to its first live waiter (see [`fair::hand_over`]). A closed
-    /// gate is contention.
-    pub(crate) async fn fair_hand_over(&self, k: &Key<'_>) -> Result<(), Failure> {
-        on_backend!(self, |b| fair::hand_over(&**b, k.0).await)?
-            .ok_or_else(|| Failure::row_locked(Class::Contention, k.0))
     }
 
     /// One batch of the fair queue's sweep.

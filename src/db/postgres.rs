@@ -105,13 +105,14 @@ impl Backend for Postgres {
 
     /// `None` when the key's gate or row was taken (a for-update holder, an
     /// acquisition under way, a fenced transaction).
-    async fn force_release(&self, k: &Key<'_>) -> Result<Option<bool>, sqlx::Error> {
-        let rows = ints(
-            On::Pool(self.pool(), false),
-            &self.common().lease_force_release,
-            k,
-        )
-        .await?;
+    /// In a transaction that holds the key's gate already, the statement takes it
+    /// again: a transaction's advisory locks are re-entrant.
+    async fn force_release<'a>(
+        &'a self,
+        on: On<'a, Pg>,
+        k: &'a Key<'a>,
+    ) -> Result<Option<bool>, sqlx::Error> {
+        let rows = ints(on, &self.common().lease_force_release, k).await?;
         Ok(match rows.first() {
             None => Some(false),
             Some(1) => Some(true),
