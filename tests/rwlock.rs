@@ -218,7 +218,9 @@ async fn a_writer_downgrades() -> anyhow::Result<()> {
 }
 
 /// A reader that stops renewing (as a crashed holder does) blocks a writer until its
-/// TTL, then not; the sweeper clears its expired read hold.
+/// lease lapses on the database clock, then not; the sweeper clears its expired read
+/// hold. The lapse is brought forward in the table rather than waited for, so that no
+/// step of the test has to come before a deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_readers_hold_comes_back_at_its_ttl() -> anyhow::Result<()> {
     for b in common::backends("rw_dead").await {
@@ -226,7 +228,7 @@ async fn a_dead_readers_hold_comes_back_at_its_ttl() -> anyhow::Result<()> {
         let writer = dead.new_handle();
         let read = dead
             .read_lock("gone")
-            .ttl(Duration::from_millis(300))
+            .ttl(Duration::from_secs(600))
             .auto_renew(false)
             .acquire()
             .await?;
@@ -234,9 +236,18 @@ async fn a_dead_readers_hold_comes_back_at_its_ttl() -> anyhow::Result<()> {
         // The holder vanishes without a release.
         std::mem::forget(read);
         assert!(writer.write_lock("gone").try_acquire().await?.is_none());
-        let write = writer.write_lock("gone").acquire_timeout(DEADLINE).await?;
-        assert!(write.release().await?);
+        // A writer that waits is let in once the read's lease lapses.
+        let w = writer.clone();
+        let waiting = tokio::spawn(async move { w.write_lock("gone").acquire().await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !waiting.is_finished(),
+            "{}: let in past a live read",
+            b.dialect
+        );
         b.expire(dead.pool(), &key).await?;
+        let write = tokio::time::timeout(DEADLINE, waiting).await???;
+        assert!(write.release().await?);
         let swept = dead.sweep(SweepOptions::new()).await?;
         assert!(
             swept >= 1,
@@ -364,6 +375,325 @@ async fn cut_off_acquisitions_leak_nothing() -> anyhow::Result<()> {
         })
         .await?;
         assert!(clean, "{}: a hold stayed after a cut-off", b.dialect);
+    }
+    Ok(())
+}
+
+/// The TTL of holds the watchdog must keep alive in the tests below: renewed every
+/// second (a third of it), so a renewal has two seconds to spare.
+const RENEWED_TTL: Duration = Duration::from_secs(3);
+
+/// How often the bounded waits below look again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Waits, up to [`DEADLINE`], until the live row of `key` shows an expiry later than
+/// `granted` (a renewal moved it) and the database clock has passed `granted` (the hold
+/// outlived the expiry it was granted with). Fails at once if the row is not held.
+async fn outlives_its_grant(
+    locker: &sqlock::Locker,
+    key: &str,
+    granted: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<()> {
+    let end = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let Some(info) = locker.lock_info(key).await? else {
+            anyhow::bail!("{key} is no longer held (granted until {granted})");
+        };
+        // The database clock, as the lookup read it.
+        let now = info.expires_at - chrono::TimeDelta::from_std(info.expires_in)?;
+        if info.expires_at > granted && now > granted {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < end,
+            "{key}: after {DEADLINE:?}, expiry {} (granted {granted}), database clock {now}",
+            info.expires_at
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// How many rows of the table, live or not, have the key `key`: a released lease
+/// leaves its row, so this tells whether `key` was ever taken.
+async fn rows_of(b: &common::Backend, pool: &sqlock::DbPool, key: &str) -> anyhow::Result<i64> {
+    let sql = format!(
+        "SELECT COUNT(*) FROM {} WHERE lock_key = '{key}'",
+        b.quoted()
+    );
+    b.scalar(pool, &sql).await
+}
+
+/// Waits, up to [`DEADLINE`], until a reader on `handle` is granted `name`.
+async fn reader_gets_in(
+    handle: &sqlock::Locker,
+    name: &str,
+) -> anyhow::Result<Option<sqlock::LockGuard>> {
+    let end = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(guard) = handle.read_lock(name).try_acquire().await? {
+            return Ok(Some(guard));
+        }
+        if tokio::time::Instant::now() >= end {
+            return Ok(None);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The watchdog renews read holds as it renews write holds: a read hold and a write
+/// hold (on another name), both with a 3 s TTL, are each seen renewed in the table
+/// (expiry later than the one granted) and live after the database clock passed the
+/// expiry they were granted with; neither fired its lost signal, a writer is still
+/// refused on the read-held name and a reader on the write-held one, and both release
+/// as still theirs. Without renewal the first wait would fail (the row would lapse
+/// unrenewed), and the refusals would not hold past the original expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_and_write_holds_are_renewed_alike() -> anyhow::Result<()> {
+    for b in common::backends("rw_renew").await {
+        let reader = b.fresh_table().await?;
+        let (writer, other) = (reader.new_handle(), reader.new_handle());
+        let read = reader
+            .read_lock("shared")
+            .ttl(RENEWED_TTL)
+            .acquire_timeout(DEADLINE)
+            .await?;
+        let write = writer
+            .write_lock("sole")
+            .ttl(RENEWED_TTL)
+            .acquire_timeout(DEADLINE)
+            .await?;
+        assert_eq!(read.key(), format!("shared@read:{}", reader.owner()));
+        assert_eq!(write.key(), "sole");
+        let (read_granted, write_granted) = (read.expires_at(), write.expires_at());
+        outlives_its_grant(&other, read.key(), read_granted)
+            .await
+            .map_err(|e| e.context(format!("{}: the read hold", b.dialect)))?;
+        outlives_its_grant(&other, write.key(), write_granted)
+            .await
+            .map_err(|e| e.context(format!("{}: the write hold", b.dialect)))?;
+        assert!(!read.is_lost(), "{}: the read hold was lost", b.dialect);
+        assert!(!write.is_lost(), "{}: the write hold was lost", b.dialect);
+        assert!(
+            other.write_lock("shared").try_acquire().await?.is_none(),
+            "{}: a writer got in past a renewed read hold",
+            b.dialect
+        );
+        assert!(
+            other.read_lock("sole").try_acquire().await?.is_none(),
+            "{}: a reader got in past a renewed write hold",
+            b.dialect
+        );
+        assert!(
+            read.release().await?,
+            "{}: the read was not ours",
+            b.dialect
+        );
+        assert!(
+            write.release().await?,
+            "{}: the write was not ours",
+            b.dialect
+        );
+        assert_eq!(b.held_rows(reader.pool()).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+/// A read hold obtained by a downgrade (the holder of the write side takes the read
+/// side, then gives up the write side) is renewed like any read: with a 3 s TTL it is
+/// seen renewed in the table and live after the database clock passed its granted
+/// expiry, not lost, still keeps a writer out, shares with another reader, and
+/// releases as still its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgraded_read_is_renewed() -> anyhow::Result<()> {
+    for b in common::backends("rw_down_renew").await {
+        let holder = b.fresh_table().await?;
+        let other = holder.new_handle();
+        let write = holder
+            .write_lock("down")
+            .ttl(RENEWED_TTL)
+            .acquire_timeout(DEADLINE)
+            .await?;
+        let read = holder
+            .read_lock("down")
+            .ttl(RENEWED_TTL)
+            .try_acquire()
+            .await?
+            .expect("a writer's read is granted at once");
+        assert!(write.release().await?);
+        assert_eq!(read.key(), format!("down@read:{}", holder.owner()));
+        outlives_its_grant(&other, read.key(), read.expires_at())
+            .await
+            .map_err(|e| e.context(format!("{}: the downgraded read", b.dialect)))?;
+        assert!(
+            !read.is_lost(),
+            "{}: the downgraded read was lost",
+            b.dialect
+        );
+        assert!(
+            other.write_lock("down").try_acquire().await?.is_none(),
+            "{}: a writer got in past a renewed downgraded read",
+            b.dialect
+        );
+        let shared = other.read_lock("down").try_acquire().await?;
+        let shared = shared.expect("readers share a downgraded read");
+        assert!(shared.release().await?);
+        assert!(
+            read.release().await?,
+            "{}: the read was not ours",
+            b.dialect
+        );
+        assert_eq!(b.held_rows(holder.pool()).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+/// A waiting writer whose acquisition is dropped withdraws its intent (and its hold of
+/// the name): while a reader holds the name, a writer (TTL 600 s) waits, confirmed by
+/// its live intent row `name@write:<owner>`, and a new reader is refused (writer
+/// preference); once the writer's task is aborted, a new reader gets in, long before
+/// the intent's TTL, so only the withdrawal can have let it in. The same with a writer
+/// whose `acquire_timeout` answers `Error::Timeout`: tried with growing timeouts until
+/// one of the attempts is seen to have taken its intent (its row is in the table), the
+/// intent is no longer live once the timeout is answered and a new reader gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_stops_waiting_withdraws_its_intent() -> anyhow::Result<()> {
+    const WRITER_TTL: Duration = Duration::from_secs(600);
+    for b in common::backends("rw_withdraw").await {
+        let first = b.fresh_table().await?;
+        let pool = first.pool().clone();
+        let (writer, late) = (first.new_handle(), first.new_handle());
+
+        // An aborted task.
+        let held = first.read_lock("aborted").acquire_timeout(DEADLINE).await?;
+        let intent = format!("aborted@write:{}", writer.owner());
+        let w = tokio::spawn({
+            let writer = writer.clone();
+            async move { writer.write_lock("aborted").ttl(WRITER_TTL).acquire().await }
+        });
+        let waiting = eventually(|| {
+            let (first, intent) = (&first, &intent);
+            async move { Ok(first.lock_info(intent).await?.is_some()) }
+        })
+        .await?;
+        assert!(
+            waiting,
+            "{}: the writer never recorded its intent",
+            b.dialect
+        );
+        assert!(
+            first.list().await?.iter().any(|l| l.key == intent),
+            "{}: the intent is not listed",
+            b.dialect
+        );
+        assert!(
+            !w.is_finished(),
+            "{}: the writer got in past a read",
+            b.dialect
+        );
+        assert!(
+            late.read_lock("aborted").try_acquire().await?.is_none(),
+            "{}: a reader got in past a waiting writer",
+            b.dialect
+        );
+        w.abort();
+        assert!(w.await.is_err_and(|e| e.is_cancelled()));
+        let read = reader_gets_in(&late, "aborted").await?;
+        let read = read.unwrap_or_else(|| {
+            panic!(
+                "{}: an aborted writer's intent kept a reader out for {DEADLINE:?}",
+                b.dialect
+            )
+        });
+        assert!(first.lock_info(&intent).await?.is_none(), "{}", b.dialect);
+        assert!(first.lock_info("aborted").await?.is_none(), "{}", b.dialect);
+        assert!(read.release().await?);
+        assert!(held.release().await?);
+
+        // A timeout.
+        let held = first.read_lock("timed").acquire_timeout(DEADLINE).await?;
+        let intent = format!("timed@write:{}", writer.owner());
+        let mut timeout = Duration::from_millis(100);
+        for _ in 0..8 {
+            let waited = writer
+                .write_lock("timed")
+                .ttl(WRITER_TTL)
+                .acquire_timeout(timeout)
+                .await;
+            assert!(
+                matches!(waited, Err(Error::Timeout { .. })),
+                "{}: {waited:?}",
+                b.dialect
+            );
+            if rows_of(&b, &pool, &intent).await? > 0 {
+                break;
+            }
+            timeout *= 2;
+        }
+        assert_eq!(
+            rows_of(&b, &pool, &intent).await?,
+            1,
+            "{}: no timed attempt took its intent",
+            b.dialect
+        );
+        assert!(
+            first.lock_info(&intent).await?.is_none(),
+            "{}: the intent outlived the timeout",
+            b.dialect
+        );
+        let read = reader_gets_in(&late, "timed").await?;
+        let read = read.unwrap_or_else(|| {
+            panic!(
+                "{}: a timed-out writer kept a reader out for {DEADLINE:?}",
+                b.dialect
+            )
+        });
+        assert!(first.lock_info("timed").await?.is_none(), "{}", b.dialect);
+        assert!(read.release().await?);
+        assert!(held.release().await?);
+        assert_eq!(b.held_rows(&pool).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+/// A read hold's lost signal: an operator's `force_release` of the read row fires the
+/// read guard's `lost()` with `LostReason::NotHeld` (the watchdog's next renewal finds
+/// the token moved on), the name is free for a writer, and the guard's release then
+/// answers that the hold was no longer its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_released_read_fires_its_lost_signal() -> anyhow::Result<()> {
+    for b in common::backends("rw_lost").await {
+        let reader = b.fresh_table().await?;
+        let (operator, writer) = (reader.new_handle(), reader.new_handle());
+        let read = reader
+            .read_lock("forced")
+            .ttl(RENEWED_TTL)
+            .acquire_timeout(DEADLINE)
+            .await?;
+        let mut lost = read.lost();
+        assert!(!read.is_lost());
+        assert!(
+            operator.force_release(read.key()).await?,
+            "{}: nothing live was released",
+            b.dialect
+        );
+        let reason = tokio::time::timeout(DEADLINE, lost.wait()).await;
+        let reason = reason.unwrap_or_else(|_| {
+            panic!(
+                "{}: the lost signal did not fire within {DEADLINE:?}",
+                b.dialect
+            )
+        });
+        assert_eq!(reason, sqlock::LostReason::NotHeld, "{}", b.dialect);
+        assert!(read.is_lost());
+        let write = writer.write_lock("forced").try_acquire().await?;
+        let write = write.expect("the name is free once its only read was released");
+        assert!(
+            !read.release().await?,
+            "{}: a force-released read released as its own",
+            b.dialect
+        );
+        assert!(write.release().await?);
+        assert_eq!(b.held_rows(reader.pool()).await?, 0, "{}", b.dialect);
     }
     Ok(())
 }

@@ -8,9 +8,13 @@
 --   arrive after a waiting writer wait behind it.
 -- Sent in a transaction that holds the key's fence bucket shared (rw_gate.sql), which
 -- every other acquisition of :key takes exclusively for its statement: no write grant
--- of :key commits meanwhile. INSERT ... SELECT reads the rows it tests with shared locks, so it reads
--- them as committed; with a lock wait timeout of zero, a row another transaction holds
--- locked (a for-update holder of :key) fails the statement at once (contention).
+-- of :key commits meanwhile. INSERT ... SELECT reads the rows it tests with shared
+-- locks, so it reads them as committed; the waiting writers' intents are found by a
+-- range of the primary key (its binary collation puts every ':key@write:<owner>'
+-- between ':key@write:' and ':key@write;'), so it reads and locks the name's own rows
+-- alone, never the whole table; with a lock wait timeout of zero, a row another
+-- transaction holds locked (a for-update holder of :key) fails the statement at once
+-- (contention).
 -- The reader row is this owner's alone, so the update below is a re-entry when the row
 -- is live with holds, and a new grant otherwise. MariaDB assigns from left to right,
 -- each assignment seeing those before it: the token and the hold count are assigned
@@ -39,7 +43,7 @@ WHERE EXISTS (
           AND o.lock_owner = :owner AND o.hold_count > 0)
         OR NOT EXISTS (
         SELECT 1 FROM `{table}` AS i
-        WHERE SUBSTRING(i.lock_key, 1, CHAR_LENGTH(:key) + 7) = CONCAT(:key, '@write:')
+        WHERE i.lock_key >= CONCAT(:key, '@write:') AND i.lock_key < CONCAT(:key, '@write;')
           AND CHAR_LENGTH(i.lock_key) = CHAR_LENGTH(:key) + 43
           AND i.locked AND i.expires_at > UTC_TIMESTAMP(6)
           AND i.lock_owner <> :owner)))

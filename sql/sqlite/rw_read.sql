@@ -7,7 +7,9 @@
 --   intent), unless this owner holds the write side (a downgrade): readers that
 --   arrive after a waiting writer wait behind it.
 -- Sent in a writing transaction (rw_gate.sql first): SQLite runs one at a time, so no
--- write grant of :key commits meanwhile. Times are microseconds since the Unix epoch.
+-- write grant of :key commits meanwhile. The waiting writers' intents are a range of
+-- the primary key (between ':key@write:' and ':key@write;' in its binary collation).
+-- Times are microseconds since the Unix epoch.
 -- A fresh row's token is one above the floor of deleted rows' tokens; an existing
 -- row's grows by one on every new grant. No row comes back when the read is not
 -- granted.
@@ -32,7 +34,7 @@ WHERE EXISTS (
           AND o.lock_owner = :owner AND o.hold_count > 0)
         OR NOT EXISTS (
         SELECT 1 FROM "{table}" AS i
-        WHERE substr(i.lock_key, 1, length(:key) + 7) = :key || '@write:'
+        WHERE i.lock_key >= :key || '@write:' AND i.lock_key < :key || '@write;'
           AND length(i.lock_key) = length(:key) + 43
           AND i.locked AND i.expires_at > n.now
           AND i.lock_owner <> :owner)))
