@@ -1207,6 +1207,21 @@ async fn fenced_phase(
             "{}: too few grants to mean anything",
             r.name
         );
+        // Each workload, every strategy's alone, met the faults it was given: a run
+        // whose driver never paused, SIGKILLed or cut off one of its workers would
+        // pass without having shown anything.
+        let i = &r.injected;
+        let (pauses, sigkills) = (
+            i.pauses.load(Ordering::Relaxed),
+            i.sigkills.load(Ordering::Relaxed),
+        );
+        let killed = i.connections_killed.load(Ordering::Relaxed);
+        anyhow::ensure!(
+            pauses > 0 && sigkills > 0 && killed > 0,
+            "{}: the faults missed it ({pauses} pauses, {sigkills} SIGKILLs, {killed} \
+             connections killed)",
+            r.name
+        );
         anyhow::ensure!(r.lost_updates() == 0, "{}: lost updates", r.name);
         anyhow::ensure!(
             r.distinct == r.rows,

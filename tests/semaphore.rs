@@ -349,7 +349,7 @@ async fn a_permit_is_taken_and_given_back_in_spawned_tasks() -> anyhow::Result<(
 async fn one_lost_permit_fires_the_set_s_lost_signal() -> anyhow::Result<()> {
     for b in common::backends("sem_lost").await {
         fresh(&b).await?;
-        let locker = b.builder().await?.ttl(Duration::from_millis(300)).build()?;
+        let locker = b.builder().await?.ttl(Duration::from_secs(3)).build()?;
         let sem = locker.semaphore("lossy", 3);
         let guard = sem.acquire_many(2).await?;
         let mut lost = guard.lost();

@@ -214,10 +214,11 @@ fn sigterm_to_sqlock_reaches_every_process() {
         let marks = b.path("term-marks");
         fs::create_dir_all(&marks).unwrap();
         // Three processes that note the SIGTERM they get and then exit: the shell, one
-        // it started, and one of a pipeline.
+        // it started, and one of a pipeline. Each says when its trap is set: a signal
+        // that came before would end it without a note, and prove nothing.
         let script = format!(
             r#"
-            note() {{ trap "echo > {m}/$1; exit 0" TERM; while :; do sleep 0.05; done; }}
+            note() {{ trap "echo > {m}/$1; exit 0" TERM; echo > {m}/$1.ready; while :; do sleep 0.05; done; }}
             note bg & note pipe | cat &
             trap "echo > {m}/shell; wait; exit 0" TERM
             echo $$ > {m}/pgid
@@ -226,7 +227,9 @@ fn sigterm_to_sqlock_reaches_every_process() {
             m = marks.display()
         );
         let mut holder = b.spawn("term", &["run", &k, "--", "sh", "-c", &script]);
-        wait_for_line(&marks.join("pgid"), LIVENESS);
+        for ready in ["pgid", "bg.ready", "pipe.ready"] {
+            wait_for_line(&marks.join(ready), LIVENESS);
+        }
         signal(holder.id(), "TERM");
         let status = wait_exit(&mut holder, LIVENESS);
         for mark in ["shell", "bg", "pipe"] {
