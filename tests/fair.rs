@@ -550,9 +550,19 @@ async fn a_grant_handed_to_a_waiter_that_left_goes_on() -> anyhow::Result<()> {
             .ttl(ttl)
             .poll_interval(Duration::from_secs(30), Duration::from_secs(30))
             .build()?;
+        // The waiter behind looks often, so that it takes up the grant passed on to it
+        // soon; it is never first before the first waiter leaves, so its looks cannot
+        // take the lock.
+        let next = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(ttl)
+            .poll_interval(Duration::from_millis(50), Duration::from_millis(200))
+            .build()?;
         let key = "departed";
         let guard = holder.acquire(key).await?;
-        let (leaving, next) = (holder.new_handle(), holder.new_handle());
+        let leaving = holder.new_handle();
         let leaving_owner = leaving.owner().to_string();
         let quitting = tokio::spawn(async move { leaving.acquire(key).await.map(drop) });
         until(|| async { Ok(queued(&b, &holder, key).await? == 1) }).await?;
