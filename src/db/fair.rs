@@ -226,6 +226,12 @@ pub(crate) async fn stand<B: Backend>(
     standing(b, &mut conn, p).await
 }
 
+/// A waiter keeps its place without reading its standing: whether the place was
+/// still live (renewed); no gate.
+pub(crate) async fn renew<B: Backend>(b: &B, p: &Place<'_>) -> Result<bool, sqlx::Error> {
+    Ok(B::Db::execute(On::Pool(b.pool(), false), &b.common().fair.renew, p).await? > 0)
+}
+
 /// A waiter named by a handoff's notification takes up the grant of `token` at once,
 /// without reading its standing first; no gate.
 pub(crate) async fn claim<B: Backend>(

@@ -381,6 +381,11 @@ impl Db {
         on_backend!(self, |b| fair::stand(&**b, p, renew).await)
     }
 
+    /// A waiter renews its place alone (see [`fair::renew`]): whether it was live.
+    pub(crate) async fn fair_renew(&self, p: &Place<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| fair::renew(&**b, p).await)
+    }
+
     /// A waiter named by a notification takes up its grant (see [`fair::claim`]).
     pub(crate) async fn fair_claim(&self, p: &Place<'_>, token: i64) -> Result<Standing, Failure> {
         on_backend!(self, |b| fair::claim(&**b, p, token).await)

@@ -34,9 +34,11 @@ use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
 use super::release::release;
 
-/// How often a waiter behind the first reads its standing, at most (and at least three
-/// times per TTL): one statement a second, and one more to renew its place three times
-/// per TTL.
+/// How often a waiter behind the first looks, at most (and at least three times per
+/// TTL): one statement a second. Two places or more from the first, a look that falls
+/// due to renew the place renews it instead of reading the standing, so renewals cost
+/// no statement of their own there; the second in line reads its standing with each
+/// renewal too (two statements, three times per TTL).
 const BEHIND: Duration = Duration::from_secs(1);
 
 /// How long a waiter with `ahead` live waiters ahead of it (one or more) waits before
@@ -320,7 +322,22 @@ async fn wait(
                     }
                     stood => stood,
                 },
-                None => db.fair_stand(&place, due).await,
+                // Two places or more from the first, a renewal that falls due is the
+                // look itself: one statement, not a renewal and a read. The standing
+                // is read at the next look, which comes before the queue, at its pace,
+                // can have made this waiter the first (see `behind_delay`).
+                None => match standing {
+                    Standing::Waiting { ahead, free } if due && ahead > 1 => {
+                        db.fair_renew(&place).await.map(|live| {
+                            if live {
+                                Standing::Waiting { ahead, free }
+                            } else {
+                                Standing::Gone
+                            }
+                        })
+                    }
+                    _ => db.fair_stand(&place, due).await,
+                },
             };
             // Only a step that went through renewed the place: the grant a later
             // handoff names lasts from then.
