@@ -224,3 +224,29 @@ async fn the_key_is_a_label_only_when_asked_for() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A multi-lock's attempt is one statement on every server, whatever the number of
+/// keys: the grant of five free keys, and a busy answer when they are held.
+#[tokio::test]
+async fn a_multi_lock_attempt_is_one_statement() -> anyhow::Result<()> {
+    for b in common::backends("metrics_multi").await {
+        let d = b.dialect;
+        let t = b.table.as_str();
+        let a = b.fresh_table().await?;
+        let other = b.locker().await?;
+        let statements = format!("sqlock_statements_total{{table={t}}}");
+        let keys = ["m1", "m2", "m3", "m4", "m5"];
+        let s0 = counter(&statements);
+        let set = a
+            .lock_many(&keys)
+            .try_acquire()
+            .await?
+            .expect("free keys are granted");
+        assert_eq!(counter(&statements), s0 + 1, "{d}: the grant of five keys");
+        let s1 = counter(&statements);
+        assert!(other.lock_many(&keys).try_acquire().await?.is_none(), "{d}");
+        assert_eq!(counter(&statements), s1 + 1, "{d}: a busy answer");
+        assert!(set.release().await?, "{d}");
+    }
+    Ok(())
+}

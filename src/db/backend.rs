@@ -41,6 +41,8 @@ pub(crate) struct Common {
     /// An election's claim of a term, and the read of its leader.
     pub(crate) elect_claim: Statement<Claim<'static>>,
     pub(crate) elect_leader: Statement<Key<'static>>,
+    /// A multi-lock's attempt, every key in one statement (`multi.rs`).
+    pub(crate) multi_acquire: Statement<AcquireAll<'static>>,
     pub(crate) fair: Fair,
     /// The semaphore's statements (`semaphore.rs`).
     pub(crate) semaphore: Semaphore,
@@ -108,6 +110,7 @@ pub(crate) struct CommonTemplates {
     pub(crate) fence: &'static str,
     pub(crate) elect_claim: &'static str,
     pub(crate) elect_leader: &'static str,
+    pub(crate) multi_acquire: &'static str,
     /// `fair_gate`, `_enqueue`, `_renew`, `_status`, `_head`, `_ensure`, `_take`,
     /// `_mark`, `_leave`, `_sweep`, in that order.
     pub(crate) fair: [&'static str; 10],
@@ -144,6 +147,7 @@ macro_rules! common_templates {
             fence: sql!($dir, "fence"),
             elect_claim: sql!($dir, "elect_claim"),
             elect_leader: sql!($dir, "elect_leader"),
+            multi_acquire: sql!($dir, "multi_acquire"),
             fair: [
                 sql!($dir, "fair_gate"),
                 sql!($dir, "fair_enqueue"),
@@ -191,6 +195,7 @@ impl Common {
             fence: target.render(t.fence),
             elect_claim: target.render(t.elect_claim),
             elect_leader: target.render(t.elect_leader),
+            multi_acquire: target.render(t.multi_acquire),
             fair: Fair {
                 gate: target.render(t.fair[0]),
                 enqueue: target.render(t.fair[1]),
@@ -316,13 +321,14 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         }
     }
 
-    /// A multi-lock's attempt: every key of `all`, or none (`multi.rs`): one
-    /// transaction with the lease's statement per key (`multi::acquire_all`), or, where
-    /// the server can take them all at once, one statement.
+    /// A multi-lock's attempt: every key of `all`, or none, in one statement
+    /// (`multi_acquire.sql`, `multi.rs`).
     fn lease_acquire_all(
         &self,
         all: &AcquireAll<'_>,
-    ) -> impl Future<Output = Result<TakenAll, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Result<TakenAll, sqlx::Error>> + Send {
+        async move { super::multi::acquire_in_one(self, &self.common().multi_acquire, all).await }
+    }
 
     /// After a release or an extension found its row locked: whether the lease is
     /// still ours, by a read that waits on no row lock. Only MariaDB is told not to

@@ -21,7 +21,7 @@ use super::runner::{grants, ints, texts, On, Runner};
 use super::scheduling::{SchedulerState, SchedulerStatements, Scheduling};
 use super::statement::{batch_json, Mode, Statement, Target};
 use super::transaction::DbTransaction;
-use super::values::{Acquire, AcquireAll, Held, Key, Nothing, Renew, Schedule, Sweep};
+use super::values::{Acquire, Held, Key, Nothing, Renew, Schedule, Sweep};
 
 /// How often an acquisition is sent while the key's fence bucket is in use by another
 /// statement: with pauses of at most 16 ms, about a second.
@@ -148,20 +148,6 @@ impl Backend for MariaDb {
     /// ER_LOCK_WAIT_TIMEOUT or ER_LOCK_NOWAIT.
     fn is_lock_wait_timeout(e: &sqlx::Error) -> bool {
         matches!(error_number(e), Some(1205 | 3572))
-    }
-
-    /// In one transaction (`multi.rs`); on a Galera node with the statement that
-    /// skips no locked bucket, as a single lease is taken there.
-    async fn lease_acquire_all(
-        &self,
-        all: &AcquireAll<'_>,
-    ) -> Result<crate::db::outcome::TakenAll, sqlx::Error> {
-        let s = if self.galera_cluster_size().await?.is_some() {
-            &self.lease_acquire_galera
-        } else {
-            &self.common().lease_acquire
-        };
-        crate::db::multi::acquire_all_with(self, s, all).await
     }
 
     /// ER_ERROR_DURING_COMMIT: a NEXTVAL in an explicit transaction whose write to the

@@ -94,12 +94,7 @@ pub(crate) enum TakenAll {
     All(Vec<Grant>),
     /// A key is held by another owner (or kept by an at-least hold): rolled back.
     Busy,
-    /// A key's gate or bucket was in use by another acquisition for a moment (the key
+    /// A key's gate or bucket was in use by another acquisition for a moment (the keys
     /// named): rolled back, worth another try.
     Contended(String),
-    /// This owner holds a key with another strategy (the key, and the strategy it is
-    /// held with): rolled back. (PostgreSQL's one statement reports a conflict as
-    /// busy, so a build for PostgreSQL alone never makes it.)
-    #[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
-    Conflict(String, String),
 }

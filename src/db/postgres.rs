@@ -17,7 +17,7 @@ use super::runner::{ints, On, Runner};
 use super::scheduling::{SchedulerState, SchedulerStatements, Scheduling};
 use super::statement::{Mode, Statement, Target};
 use super::transaction::DbTransaction;
-use super::values::{AcquireAll, Bound, Key, Nothing, Schedule};
+use super::values::{Bound, Key, Nothing, Schedule};
 
 /// A PostgreSQL database and one lock table in it.
 #[derive(Debug)]
@@ -29,8 +29,6 @@ pub(crate) struct Postgres {
     begin: Statement<Bound<'static>>,
     begin_nowait: Statement<Bound<'static>>,
     scheduler: SchedulerStatements,
-    /// A multi-lock's keys, all or none in one statement.
-    multi_acquire: Statement<AcquireAll<'static>>,
 }
 
 impl Postgres {
@@ -63,7 +61,6 @@ impl Postgres {
                 schedule: target.render(sql!("postgres", "sweep_schedule")),
                 unschedule: target.render(sql!("postgres", "sweep_unschedule")),
             },
-            multi_acquire: target.render(sql!("postgres", "multi_acquire")),
         }
     }
 }
@@ -93,14 +90,6 @@ impl Backend for Postgres {
             "42P01" => Class::MissingTable,
             _ => Class::Other,
         }
-    }
-
-    /// In one statement: see `multi_acquire.sql`.
-    async fn lease_acquire_all(
-        &self,
-        all: &AcquireAll<'_>,
-    ) -> Result<crate::db::outcome::TakenAll, sqlx::Error> {
-        crate::db::multi::acquire_in_one(self, &self.multi_acquire, all).await
     }
 
     /// `None` when the key's gate or row was taken (a for-update holder, an

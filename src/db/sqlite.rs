@@ -19,11 +19,11 @@ use crate::support::validate::TableName;
 use super::backend::{common_templates, sql, Backend, Base};
 use super::dialect::Dialect;
 use super::fence::fence_connection;
-use super::outcome::{Grant, TakenAll};
+use super::outcome::Grant;
 use super::presence::{gone_owner, marker_dir};
 use super::runner::{grants, texts, On};
 use super::statement::{Mode, Statement, Target};
-use super::values::{Acquire, AcquireAll};
+use super::values::Acquire;
 
 /// A SQLite database file and one lock table in it.
 #[derive(Debug)]
@@ -63,11 +63,6 @@ impl Backend for Sqlite {
 
     fn base(&self) -> &Base<sqlx::Sqlite> {
         &self.base
-    }
-
-    /// One transaction with the lease's statement per key.
-    async fn lease_acquire_all(&self, all: &AcquireAll<'_>) -> Result<TakenAll, sqlx::Error> {
-        super::multi::acquire_all(self, all).await
     }
 
     /// By primary result code.

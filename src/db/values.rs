@@ -74,7 +74,7 @@ impl Values for Acquire<'_> {
 
 /// A multi-lock's acquisition of every key of `keys` (distinct, sorted) by `owner`,
 /// for `ttl_us` each, recorded as `strategy`; `presence` as for [`Acquire`]. Bound as
-/// one statement (PostgreSQL), `:keys` is `keys` as a JSON array of strings.
+/// one statement, `:keys` is `keys` as a JSON array of strings.
 #[derive(Debug, Clone)]
 pub(crate) struct AcquireAll<'a> {
     pub(crate) keys: &'a [String],
@@ -101,20 +101,6 @@ impl<'a> AcquireAll<'a> {
             ttl_us,
             presence,
             json: json_array(keys),
-        }
-    }
-
-    /// The acquisition of one key of the set, as a single lease takes it (the
-    /// transaction of MariaDB and SQLite).
-    #[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
-    pub(crate) fn one(&self, key: &'a str) -> Acquire<'a> {
-        Acquire {
-            key,
-            owner: self.owner,
-            strategy: self.strategy,
-            ttl_us: self.ttl_us,
-            presence: self.presence,
-            gone: "",
         }
     }
 }

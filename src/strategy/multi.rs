@@ -101,9 +101,9 @@ impl Drop for Landing {
 /// valid at least until then plus its TTL).
 ///
 /// `Ok(None)` when a key is held by another owner; [`Class::Contention`] when a key
-/// was in use by another acquisition for a moment (try again); `StrategyConflict` when
-/// this handle holds a key with another strategy. `reached` is set once the attempt
-/// has a pooled connection.
+/// was in use by another acquisition for a moment (try again). (A key this handle
+/// holds with another strategy was refused before: `MultiLockRequest`.) `reached` is
+/// set once the attempt has a pooled connection.
 pub(crate) async fn attempt(
     handle: &Arc<Handle>,
     ask: &MultiAsk,
@@ -194,13 +194,5 @@ async fn statements(handle: &Handle, ask: &MultiAsk) -> Result<Option<Vec<Grant>
         }
         Taken::Busy => Ok(None),
         Taken::Contended(key) => Err(Failure::row_locked(Class::Contention, &key)),
-        Taken::Conflict(key, held) => Err(Failure {
-            class: Class::Other,
-            error: Error::StrategyConflict {
-                key,
-                held: held.parse().unwrap_or_default(),
-                requested: Strategy::Lease,
-            },
-        }),
     }
 }
