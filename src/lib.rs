@@ -40,7 +40,7 @@
 //!
 //! - `sqlite` (default): SQLite through sqlx's bundled library.
 //! - `postgres`: PostgreSQL 12 or later.
-//! - `mysql`: MariaDB 10.5 or later. (MySQL has neither `INSERT ... RETURNING` nor
+//! - `mysql`: MariaDB 10.6 or later. (MySQL has neither `INSERT ... RETURNING` nor
 //!   sequences; sqlock reports [`Error::NotMariaDb`] there.)
 //! - `metrics`: counters, histograms and a gauge through the `metrics` facade (see
 //!   below).

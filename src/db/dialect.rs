@@ -11,7 +11,7 @@ use super::statement::Placeholders;
 pub enum Dialect {
     /// PostgreSQL 12 or later.
     Postgres,
-    /// MariaDB 10.5 or later (the `mysql` feature). MySQL itself lacks the `RETURNING`
+    /// MariaDB 10.6 or later (the `mysql` feature). MySQL itself lacks the `RETURNING`
     /// and sequences sqlock relies on.
     MySql,
     /// SQLite 3.35 or later (the version sqlx bundles qualifies).

@@ -217,8 +217,8 @@ pub enum Error {
 
     /// Occurs when a MySQL-protocol server rejects sqlock's SQL because it is not
     /// MariaDB: MySQL has neither `INSERT ... RETURNING` nor sequences, and the `mysql`
-    /// feature needs MariaDB 10.5 or later.
-    #[error("the server rejected sqlock's SQL: the mysql feature needs MariaDB 10.5 or later")]
+    /// feature needs MariaDB 10.6 or later.
+    #[error("the server rejected sqlock's SQL: the mysql feature needs MariaDB 10.6 or later")]
     NotMariaDb {
         /// The server's own error.
         #[source]
