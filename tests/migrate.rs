@@ -82,6 +82,33 @@ fn files(dialect: Dialect) -> i64 {
     i64::try_from(n).expect("a few files")
 }
 
+/// On PostgreSQL, whether the read-write rows' index (migration 20261127000001) is
+/// on the lock table; the other servers need none (their keys order by bytes).
+async fn assert_rw_index(b: &common::Backend, pool: &DbPool, what: &str) -> anyhow::Result<()> {
+    if b.dialect == Dialect::Postgres {
+        let n = b
+            .scalar(
+                pool,
+                "SELECT COUNT(*) FROM pg_indexes WHERE tablename = 'sqlock_locks' \
+                 AND indexname = 'sqlock_locks_rw_idx'",
+            )
+            .await?;
+        assert_eq!(n, 1, "{what}: no rw index");
+    }
+    Ok(())
+}
+
+/// Runs `migrator` on `pool`.
+async fn run(migrator: &Migrator, pool: &DbPool) -> anyhow::Result<()> {
+    match pool {
+        DbPool::Postgres(p) => migrator.run(p).await?,
+        DbPool::MySql(p) => migrator.run(p).await?,
+        DbPool::Sqlite(p) => migrator.run(p).await?,
+        _ => anyhow::bail!("unknown pool"),
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn app_and_sqlock_migrations_coexist_in_either_order() -> anyhow::Result<()> {
     for b in common::backends("migrate").await {
@@ -107,6 +134,7 @@ async fn app_and_sqlock_migrations_coexist_in_either_order() -> anyhow::Result<(
                 .scalar(&pool, "SELECT COUNT(*) FROM _sqlock_migrations")
                 .await?;
             assert_eq!((app, ours), (1, files(b.dialect)), "{} {name}", b.dialect);
+            assert_rw_index(&b, &pool, name).await?;
             // And the table works.
             let locker = Locker::new(pool.clone())?;
             let g = locker.try_acquire("k").await?.expect("k");
@@ -137,12 +165,8 @@ async fn folder_applied_like_sqlx_cli_satisfies_the_library() -> anyhow::Result<
             .join(b.dialect.name());
         let mut folder = Migrator::new(dir.as_path()).await?;
         folder.dangerous_set_table_name(sqlock::MIGRATIONS_TABLE);
-        match &pool {
-            DbPool::Postgres(p) => folder.run(p).await?,
-            DbPool::MySql(p) => folder.run(p).await?,
-            DbPool::Sqlite(p) => folder.run(p).await?,
-            _ => anyhow::bail!("unknown pool"),
-        }
+        run(&folder, &pool).await?;
+        assert_rw_index(&b, &pool, "sqlx-cli").await?;
         sqlock::migrate(&pool).await?;
         let ours = b
             .scalar(&pool, "SELECT COUNT(*) FROM _sqlock_migrations")
@@ -150,6 +174,49 @@ async fn folder_applied_like_sqlx_cli_satisfies_the_library() -> anyhow::Result<
         assert_eq!(ours, files(b.dialect), "{}", b.dialect);
         let locker = Locker::new(pool.clone())?;
         assert!(locker.try_acquire("k").await?.expect("k").release().await?);
+        pool.close().await;
+    }
+    Ok(())
+}
+
+/// A database that has all of sqlock's migrations but the newest (as a deployment
+/// made before it has), applied like sqlx-cli, with locks in its table: the library's
+/// `migrate` applies the newest alone, and read-write locks work on the table after.
+#[tokio::test]
+async fn an_existing_database_takes_the_newest_migration() -> anyhow::Result<()> {
+    for b in common::backends("migrate_upgrade").await {
+        let pool = fresh_database(&b, "sqlock_mig_upgrade").await?;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("migrations")
+            .join(b.dialect.name());
+        let folder = Migrator::new(dir.as_path()).await?;
+        let newest = folder.iter().map(|m| m.version).max().expect("migrations");
+        let mut before = Migrator::with_migrations(
+            folder
+                .iter()
+                .filter(|m| m.version < newest)
+                .cloned()
+                .collect(),
+        );
+        before.dangerous_set_table_name(sqlock::MIGRATIONS_TABLE);
+        run(&before, &pool).await?;
+        let locker = Locker::new(pool.clone())?;
+        let (reader, writer) = (locker.new_handle(), locker.new_handle());
+        let plain = locker.try_acquire("plain").await?.expect("plain");
+        let read = reader.read_lock("doc").try_acquire().await?.expect("doc");
+
+        sqlock::migrate(&pool).await?;
+        let ours = b
+            .scalar(&pool, "SELECT COUNT(*) FROM _sqlock_migrations")
+            .await?;
+        assert_eq!(ours, files(b.dialect), "{}", b.dialect);
+        assert_rw_index(&b, &pool, "upgrade").await?;
+        // The read taken before the migration still keeps a writer out; then not.
+        assert!(writer.write_lock("doc").try_acquire().await?.is_none());
+        assert!(read.release().await?);
+        let write = writer.write_lock("doc").try_acquire().await?.expect("doc");
+        assert!(write.release().await?);
+        assert!(plain.release().await?);
         pool.close().await;
     }
     Ok(())

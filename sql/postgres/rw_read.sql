@@ -10,6 +10,13 @@
 -- this statement's snapshot: no write grant of :key can commit meanwhile (they take
 -- the gate exclusively), and a writer that takes :key after this commits counts this
 -- read (rw_readers.sql).
+-- The waiting writers' intents are found by a range of the rw index (migration
+-- 20261127000001): it orders keys byte by byte (COLLATE "C"), which puts every
+-- ':key@write:<owner>' between ':key@write:' and ':key@write;' whatever the
+-- database's collation (in which the primary key's order of punctuation may not be
+-- its byte order), and it is partial, so the statement repeats its predicate word for
+-- word for the planner to use it. The length check leaves out the rows of other
+-- names that start with ':key@write:'.
 -- Tokens are drawn as lease_acquire.sql draws them. No row comes back when the read is
 -- not granted.
 INSERT INTO "{table}" AS l
@@ -34,7 +41,9 @@ WHERE EXISTS (
           AND o.lock_owner = :owner AND o.hold_count > 0)
         OR NOT EXISTS (
         SELECT 1 FROM "{table}" AS i
-        WHERE substr(i.lock_key, 1, char_length(:key) + 7) = :key || '@write:'
+        WHERE (strpos(i.lock_key, '@read:') > 0 OR strpos(i.lock_key, '@write:') > 0)
+          AND i.lock_key COLLATE "C" >= (:key || '@write:') COLLATE "C"
+          AND i.lock_key COLLATE "C" < (:key || '@write;') COLLATE "C"
           AND char_length(i.lock_key) = char_length(:key) + 43
           AND i.locked AND i.expires_at > statement_timestamp()
           AND i.lock_owner <> :owner)))

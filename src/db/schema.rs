@@ -117,6 +117,23 @@ macro_rules! create_semaphores {
     };
 }
 
+/// The migration that adds the index of read-write locks' rows, in byte order
+/// whatever the database's collation (see `Locker::read_lock`); MariaDB's and SQLite's
+/// primary keys already order keys by their bytes.
+macro_rules! add_rw_index {
+    ($dir:literal) => {
+        File {
+            version: 20261127000001,
+            description: "add sqlock rw index",
+            sql: include_str!(concat!(
+                "../../migrations/",
+                $dir,
+                "/20261127000001_add_sqlock_rw_index.sql"
+            )),
+        }
+    };
+}
+
 fn files(dialect: Dialect) -> &'static [File] {
     match dialect {
         Dialect::Postgres => &[
@@ -126,6 +143,7 @@ fn files(dialect: Dialect) -> &'static [File] {
             create_leaders!("postgres"),
             create_queue!("postgres"),
             create_semaphores!("postgres"),
+            add_rw_index!("postgres"),
         ],
         Dialect::MySql => &[
             create_table!("mysql"),
@@ -246,5 +264,10 @@ mod tests {
         );
         assert!(schema(Dialect::Postgres, &TableName::new("other").unwrap())
             .contains(r#"CREATE TABLE IF NOT EXISTS "other_leaders""#));
+        assert!(
+            schema(Dialect::Postgres, &TableName::new("other").unwrap()).contains(
+                r#"CREATE INDEX IF NOT EXISTS "other_rw_idx" ON "other" ((lock_key COLLATE "C"))"#
+            )
+        );
     }
 }
