@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::fair::{lockers, queued, until};
+
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,7 +25,6 @@ use nix::unistd::Pid;
 use sqlock::{Dialect, Locker, Strategy};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use tokio::time::Instant;
 
 /// What a waiter process is told: dialect, table, key, TTL in milliseconds, and
 /// whether releases notify (PostgreSQL).
@@ -38,25 +39,6 @@ fn dialect_name(d: Dialect) -> &'static str {
         Dialect::MySql => "mysql",
         _ => "sqlite",
     }
-}
-
-/// The handles a test runs with on `b`: on PostgreSQL, without and with notifications.
-async fn lockers(b: &common::Backend, ttl: Duration) -> anyhow::Result<Vec<(bool, Locker)>> {
-    let mut out = Vec::new();
-    for notify in [false, true] {
-        if notify && b.dialect != Dialect::Postgres {
-            continue;
-        }
-        let locker = b
-            .builder()
-            .await?
-            .strategy(Strategy::Fair)
-            .notify_waiters(notify)
-            .ttl(ttl)
-            .build()?;
-        out.push((notify, locker));
-    }
-    Ok(out)
 }
 
 /// The waiter: runs only in a process started by [`spawn_waiter`].
@@ -124,33 +106,6 @@ async fn spawn_waiter(
     // Arrived: its place is in the queue before the next waiter starts.
     until(|| async { Ok(queued(b, probe, key).await? > before) }).await?;
     Ok(child)
-}
-
-/// The places in `key`'s queue, live or not.
-async fn queued(b: &common::Backend, locker: &Locker, key: &str) -> anyhow::Result<i64> {
-    let q = match b.dialect {
-        Dialect::MySql => format!("`{}_queue`", b.table),
-        _ => format!("\"{}_queue\"", b.table),
-    };
-    b.scalar(
-        locker.pool(),
-        &format!("SELECT COUNT(*) FROM {q} WHERE lock_key = '{key}'"),
-    )
-    .await
-}
-
-/// Waits until `check` holds, for [`DEADLINE`] at most.
-async fn until<F, Fut>(mut check: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<bool>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    while !check().await? {
-        anyhow::ensure!(Instant::now() < deadline, "the condition never held");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(())
 }
 
 /// The token a waiter process was granted, once it has released and ended; `None`

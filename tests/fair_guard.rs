@@ -10,11 +10,13 @@
 
 mod common;
 
+use common::fair::{lockers, queued, until};
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlock::{Dialect, LockGuard, Locker, LostReason, Strategy};
+use sqlock::{LockGuard, Locker, LostReason, Strategy};
 use tokio::time::Instant;
 
 /// How long any wait of these tests may take before it counts as a failure.
@@ -23,53 +25,6 @@ const DEADLINE: Duration = Duration::from_secs(60);
 /// A TTL the watchdog keeps up with on a loaded machine, yet short enough that a hold
 /// outlives it within seconds.
 const SHORT_TTL: Duration = Duration::from_secs(3);
-
-/// The fair handles a test runs with on `b`: on PostgreSQL, without and with
-/// notifications.
-async fn lockers(b: &common::Backend, ttl: Duration) -> anyhow::Result<Vec<(bool, Locker)>> {
-    let mut out = Vec::new();
-    for notify in [false, true] {
-        if notify && b.dialect != Dialect::Postgres {
-            continue;
-        }
-        let locker = b
-            .builder()
-            .await?
-            .strategy(Strategy::Fair)
-            .notify_waiters(notify)
-            .ttl(ttl)
-            .build()?;
-        out.push((notify, locker));
-    }
-    Ok(out)
-}
-
-/// The places in `key`'s queue, live or not.
-async fn queued(b: &common::Backend, locker: &Locker, key: &str) -> anyhow::Result<i64> {
-    let q = match b.dialect {
-        Dialect::MySql => format!("`{}_queue`", b.table),
-        _ => format!("\"{}_queue\"", b.table),
-    };
-    b.scalar(
-        locker.pool(),
-        &format!("SELECT COUNT(*) FROM {q} WHERE lock_key = '{key}'"),
-    )
-    .await
-}
-
-/// Waits until `check` holds, for [`DEADLINE`] at most.
-async fn until<F, Fut>(mut check: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<bool>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    while !check().await? {
-        anyhow::ensure!(Instant::now() < deadline, "the condition never held");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(())
-}
 
 /// Waits until the database clock has passed the guard's first expiry while the row
 /// stays the guard's (only renewals can keep it held that long), then checks that it

@@ -17,66 +17,16 @@ use sqlx::{AssertSqlSafe, Connection, Postgres};
 /// A bound on waits that are expected to end much sooner.
 const DEADLINE: Duration = Duration::from_secs(30);
 
-/// The statements under test, as they lie in `sql/postgres/`.
-const RW_READ: &str = include_str!("../sql/postgres/rw_read.sql");
-const RW_READERS: &str = include_str!("../sql/postgres/rw_readers.sql");
-
 /// The non-C collations the collation test may use, in order of preference.
 const COLLATIONS: [&str; 3] = ["en_US.utf8", "en_US", "und-x-icu"];
 
-/// `template` rendered as the library renders it for PostgreSQL (`Statement::render`):
-/// `{table}` written in, comments dropped, each named parameter replaced by `$n`, a
-/// name used twice bound once. Returns the text and the names to bind, in order.
-fn render(template: &str, table: &str) -> (String, Vec<String>) {
-    let template = template.replace("{table}", table);
-    let mut text = String::with_capacity(template.len());
-    let mut params: Vec<String> = Vec::new();
-    let mut chars = template.char_indices().peekable();
-    let mut in_string = false;
-    let mut prev = '\0';
-    while let Some((i, c)) = chars.next() {
-        if !in_string && c == '-' && chars.peek().is_some_and(|&(_, n)| n == '-') {
-            for (_, n) in chars.by_ref() {
-                if n == '\n' {
-                    break;
-                }
-            }
-            continue;
-        }
-        if c == '\'' {
-            in_string = !in_string;
-        }
-        let starts_param = !in_string
-            && c == ':'
-            && prev != ':'
-            && chars.peek().is_some_and(|&(_, n)| n.is_ascii_lowercase());
-        if !starts_param {
-            text.push(c);
-            prev = c;
-            continue;
-        }
-        let mut end = i + 1;
-        while let Some(&(j, n)) = chars.peek() {
-            if n.is_ascii_lowercase() || n == '_' {
-                end = j + n.len_utf8();
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        let name = template[i + 1..end].to_owned();
-        let n = match params.iter().position(|p| *p == name) {
-            Some(n) => n + 1,
-            None => {
-                params.push(name);
-                params.len()
-            }
-        };
-        text.push('$');
-        text.push_str(&n.to_string());
-        prev = 'x';
-    }
-    (text, params)
+/// The statement `file` of `sql/postgres/` as a handle of `table` sends it, rendered by
+/// the library itself: the text and the names to bind, in order.
+fn render(file: &str, table: &str) -> anyhow::Result<(String, Vec<String>)> {
+    let table = sqlock::TableName::new(table)?;
+    let s = sqlock::__private::statement(Dialect::Postgres, &table, file)
+        .ok_or_else(|| anyhow::anyhow!("no statement {file}"))?;
+    Ok((s.text, s.params.iter().map(|p| (*p).to_owned()).collect()))
 }
 
 /// The values a statement is sent with, by name.
@@ -277,8 +227,8 @@ async fn assert_plans(b: &common::Backend, name: &str) -> anyhow::Result<()> {
     sqlx::raw_sql("SET enable_seqscan = off")
         .execute(&mut conn)
         .await?;
-    for (file, template) in [("rw_read", RW_READ), ("rw_readers", RW_READERS)] {
-        let (text, params) = render(template, t);
+    for file in ["rw_read", "rw_readers"] {
+        let (text, params) = render(file, t)?;
         assert!(
             prepared.contains(&text),
             "{file}: the handle did not send the statement the test renders:\n{text}\n\
@@ -359,7 +309,7 @@ where
 /// rw_readers as the library sends it, with values bound: the live reads of `name`
 /// that owners other than `owner` hold.
 async fn readers(pool: &PgPool, table: &str, name: &str, owner: &str) -> anyhow::Result<i64> {
-    let (text, params) = render(RW_READERS, table);
+    let (text, params) = render("rw_readers", table)?;
     let values = Values { key: name, owner };
     let query = values.bind(sqlx::query_scalar::<_, i64>(AssertSqlSafe(text)), &params);
     Ok(query.fetch_one(pool).await?)

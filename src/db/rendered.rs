@@ -1,4 +1,5 @@
-//! The statements of `sql/` as a handle renders them, for the project's own benchmark.
+//! The statements of `sql/` as a handle renders them, for the project's own benchmark
+//! and tests.
 //!
 //! Not part of the public API: reached only through the hidden `sqlock::__private`,
 //! with no stability promise. The benchmark (`bench/` in the repository) sends these
@@ -44,7 +45,8 @@ pub fn statement(dialect: Dialect, table: &TableName, name: &str) -> Option<Rend
     })
 }
 
-/// The statement files the benchmark sends raw, by server.
+/// The statement files the benchmark sends raw, and the read-write lock's, whose plans
+/// a test reads, by server.
 fn template(dialect: Dialect, name: &str) -> Option<&'static str> {
     macro_rules! files {
         ($dir:literal: $($file:literal),*) => {
@@ -59,15 +61,15 @@ fn template(dialect: Dialect, name: &str) -> Option<&'static str> {
             "lease_renew", "lease_force_release", "insert_release", "sweep", "list", "lookup",
             "fence", "for_update_begin", "for_update_begin_nowait", "for_update_lock",
             "for_update_lock_nowait", "for_update_ensure", "for_update_grant",
-            "for_update_check"),
+            "for_update_check", "rw_read", "rw_readers"),
         Dialect::MySql => files!("mysql": "lease_acquire", "lease_release", "lease_extend",
             "lease_renew", "lease_force_release", "insert_release", "sweep", "list", "lookup",
             "fence", "lease_survivors", "lease_held", "lease_renew_again", "sweep_claim",
             "galera_check", "for_update_probe", "for_update_lock", "for_update_lock_nowait",
-            "for_update_ensure", "for_update_grant", "for_update_check"),
+            "for_update_ensure", "for_update_grant", "for_update_check", "rw_read", "rw_readers"),
         Dialect::Sqlite => files!("sqlite": "lease_acquire", "lease_release", "lease_extend",
             "lease_renew", "lease_force_release", "insert_release", "sweep", "list", "lookup",
-            "fence"),
+            "fence", "rw_read", "rw_readers"),
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub mod clock;
 pub mod contention;
+pub mod fair;
 pub mod history;
 pub mod kill;
 pub mod partition;
