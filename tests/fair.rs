@@ -252,6 +252,106 @@ async fn a_waiter_that_stops_waiting_passes_its_turn_on() -> anyhow::Result<()> 
     Ok(())
 }
 
+/// A waiter's place outlives its TTL however seldom the handle polls: the first waiter
+/// and one behind it, on a handle that polls every 30 s with a TTL of 3 s, keep their
+/// places (renewed, on the database clock, past their first expiry), and the lock
+/// goes to them in their order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn places_outlive_their_ttl_whatever_the_poll_interval() -> anyhow::Result<()> {
+    for b in common::backends("fair_slow_polls").await {
+        b.fresh_table().await?;
+        let holder = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(Duration::from_secs(60))
+            .build()?;
+        let slow = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(Duration::from_secs(3))
+            .poll_interval(Duration::from_secs(30), Duration::from_secs(30))
+            .build()?;
+        let key = "slow";
+        let guard = holder.acquire(key).await?;
+        let (first, second) = (slow.new_handle(), slow.new_handle());
+        let first_owner = first.owner().to_string();
+        let waiting_first = tokio::spawn(async move {
+            let g = first.acquire(key).await?;
+            let token = g.fencing_token();
+            g.release().await?;
+            Ok::<_, sqlock::Error>(token)
+        });
+        until(|| async { Ok(queued(&b, &holder, key).await? == 1) }).await?;
+        let waiting_second = tokio::spawn(async move {
+            let g = second.acquire(key).await?;
+            let token = g.fencing_token();
+            g.release().await?;
+            Ok::<_, sqlock::Error>(token)
+        });
+        until(|| async { Ok(queued(&b, &holder, key).await? == 2) }).await?;
+        // The places' first expiry, then the database clock past it, both places live.
+        let places = places_sql(&b);
+        let first_expiry = b.scalar(holder.pool(), &places.latest_expiry).await?;
+        until(|| async { Ok(b.scalar(holder.pool(), &places.now).await? > first_expiry) }).await?;
+        assert_eq!(
+            b.scalar(holder.pool(), &places.live).await?,
+            2,
+            "{}: a place lapsed while its waiter waited",
+            b.dialect
+        );
+        let info = holder.lock_info(key).await?.context("held")?;
+        assert_eq!(info.waiters, 2, "{}", b.dialect);
+        let held = guard.fencing_token();
+        assert!(guard.release().await?);
+        assert_eq!(
+            holder.lock_info(key).await?.context("handed on")?.owner,
+            first_owner,
+            "{}: not handed to the first waiter",
+            b.dialect
+        );
+        let t1 = tokio::time::timeout(common::fair::PATIENCE, waiting_first).await???;
+        let t2 = tokio::time::timeout(common::fair::PATIENCE, waiting_second).await???;
+        assert!(held < t1 && t1 < t2, "{}: {held}, {t1}, {t2}", b.dialect);
+    }
+    Ok(())
+}
+
+/// Queries of the queue of `b`'s table, with its times in microseconds since the epoch
+/// on the database clock: the latest expiry of a place, the database's now, and how
+/// many places are live.
+struct PlacesSql {
+    latest_expiry: String,
+    now: String,
+    live: String,
+}
+
+fn places_sql(b: &common::Backend) -> PlacesSql {
+    let (q, epoch_us, now) = match b.dialect {
+        Dialect::Postgres => (
+            format!("\"{}_queue\"", b.table),
+            "CAST(extract(epoch FROM expires_at) * 1000000 AS BIGINT)",
+            "CAST(extract(epoch FROM clock_timestamp()) * 1000000 AS BIGINT)",
+        ),
+        Dialect::MySql => (
+            format!("`{}_queue`", b.table),
+            "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at)",
+            "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
+        ),
+        _ => (
+            format!("\"{}_queue\"", b.table),
+            "expires_at",
+            "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
+        ),
+    };
+    PlacesSql {
+        latest_expiry: format!("SELECT MAX({epoch_us}) FROM {q}"),
+        now: format!("SELECT {now}"),
+        live: format!("SELECT COUNT(*) FROM {q} WHERE {epoch_us} > ({now})"),
+    }
+}
+
 #[tokio::test]
 async fn try_acquire_never_jumps_the_queue() -> anyhow::Result<()> {
     for b in common::backends("fair_try").await {

@@ -222,8 +222,11 @@ async fn wait(
         // When the place was last renewed (as of the statement's sending).
         let mut renewed = sent;
         // The first waiter's polls, at most this far apart.
+        // A poll interval longer than that is cut to it: every look may renew the
+        // place, and a place left unrenewed for a TTL lapses (its waiter then joins
+        // again at the back).
         let head_cap = settings.poll_max.min(renew);
-        let mut backoff = Backoff::new(settings.poll_min, head_cap);
+        let mut backoff = Backoff::new(settings.poll_min.min(head_cap), head_cap);
         // When the waiter joined (as of its first look behind the first) and how many
         // were ahead then: the queue's pace since.
         let mut joined: Option<(Instant, i64)> = None;
@@ -258,7 +261,8 @@ async fn wait(
                 Standing::Waiting { ahead, .. } => {
                     let now = Instant::now();
                     let (since, before) = *joined.get_or_insert((now, ahead));
-                    behind_delay(now - since, before - ahead, ahead, behind).max(settings.poll_min)
+                    behind_delay(now - since, before - ahead, ahead, behind)
+                        .max(settings.poll_min.min(behind))
                 }
             };
             let first = matches!(standing, Standing::Waiting { ahead: 0, .. });
