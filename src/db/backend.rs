@@ -327,7 +327,7 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         &self,
         all: &AcquireAll<'_>,
     ) -> impl Future<Output = Result<TakenAll, sqlx::Error>> + Send {
-        async move { super::multi::acquire_in_one(self, &self.common().multi_acquire, all).await }
+        async move { super::multi::acquire_in_one(self, &self.common().multi_acquire, all, false).await }
     }
 
     /// After a release or an extension found its row locked: whether the lease is

@@ -23,14 +23,16 @@ use super::values::AcquireAll;
 pub(crate) use super::outcome::TakenAll as Taken;
 
 /// Takes every key of `all` with `s`, one statement that takes them all or none
-/// (`multi_acquire.sql`): its rows name the keys it took, one with no key says a gate
-/// was closed (PostgreSQL), none says a key is busy.
+/// (`multi_acquire.sql`), in an explicit transaction of its own when `in_tx` (a Galera
+/// node: see `MariaDb::lease_acquire`): its rows name the keys it took, one with no key
+/// says a gate was closed (PostgreSQL), none says a key is busy.
 pub(crate) async fn acquire_in_one<B: Backend>(
     b: &B,
     s: &Statement<AcquireAll<'static>>,
     all: &AcquireAll<'_>,
+    in_tx: bool,
 ) -> Result<Taken, sqlx::Error> {
-    let rows = match B::Db::rows(On::Pool(b.pool(), false), s, all).await {
+    let rows = match B::Db::rows(On::Pool(b.pool(), in_tx), s, all).await {
         Ok(rows) => rows,
         // The statement took fewer keys than it was given (a key was granted to
         // another owner after the statement's snapshot) and failed itself, undoing
