@@ -9,6 +9,13 @@
 //! came back. A set's release answers for the whole set (whether every key was still
 //! held), so its keys' lines share the stretch of that one call: a release the database
 //! accepted confirms every key, a refused one confirms none.
+//!
+//! The killed holder's keys come back at their final expiry, renewals included, no
+//! sooner: right after the kill the test reads its rows (still its own: the other
+//! workers wait for the test's word before they try) and their expiries, on the
+//! database clock; every later grant of those keys must be at or after them on that
+//! clock (each worker reports its grant's database time), and the model is told the
+//! expiries.
 #![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 mod common;
@@ -22,7 +29,7 @@ use common::history::{self, Event, Kind};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use sqlock::Dialect;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -40,17 +47,37 @@ const DEADLINE: Duration = Duration::from_secs(60);
 /// The key sets the workers take: each overlaps every other.
 const SETS: [&[&str]; 4] = [&["a", "b"], &["b", "c"], &["a", "c"], &["a", "b", "c"]];
 
-/// One line a worker printed, parsed: an event, or that the worker is ready.
+/// One line a worker printed, parsed: an event, that the worker is ready, or a grant's
+/// time on the database clock.
 #[derive(Debug, Clone)]
 enum Said {
     Ready,
     Event(Event),
+    GrantedAt(GrantedAt),
+}
+
+/// When the database granted a key (µs on its clock): `GRANTED_AT key owner token us`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct GrantedAt {
+    key: String,
+    owner: String,
+    token: i64,
+    db_us: i64,
 }
 
 fn parse(line: &str) -> Option<Said> {
     // The test harness may print its own words before a line of ours.
     if line.contains("READY") {
         return Some(Said::Ready);
+    }
+    if let Some(at) = line.find("GRANTED_AT ") {
+        let mut f = line[at + "GRANTED_AT ".len()..].split(' ');
+        return Some(Said::GrantedAt(GrantedAt {
+            key: f.next()?.to_owned(),
+            owner: f.next()?.to_owned(),
+            token: f.next()?.parse().ok()?,
+            db_us: f.next()?.parse().ok()?,
+        }));
     }
     Event::parse(&line[line.find("EVENT ")?..]).map(Said::Event)
 }
@@ -70,8 +97,15 @@ fn say(kind: Kind, keys: &[(String, i64)], owner: &str, sent: u64, ack: u64) {
     }
 }
 
-/// A worker: takes its key set again and again until SIGTERM. A victim takes its set
-/// once and holds it until killed, or until lost (stopped past its TTL, then resumed).
+/// A worker: waits for a line on its stdin, then takes its key set again and again
+/// until SIGTERM. A victim takes its set at once, and holds it until killed, or until
+/// lost (stopped past its TTL, then resumed).
+///
+/// With each grant it prints first, per key, the grant's time on the database clock:
+/// its lease's expiry as the grant reported it (the grant's statement's time plus the
+/// TTL; a guard's expiry changes only with an explicit extend, never called here),
+/// less the TTL. The test checks that against the table's `acquired_at` for the
+/// killed holder.
 #[tokio::test]
 async fn multi_worker_process() -> anyhow::Result<()> {
     let Ok(spec) = std::env::var(WORKER) else {
@@ -100,6 +134,13 @@ async fn multi_worker_process() -> anyhow::Result<()> {
     let owner = locker.owner().to_string();
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     println!("READY");
+    if role != "victim" {
+        let mut go = String::new();
+        BufReader::new(tokio::io::stdin())
+            .read_line(&mut go)
+            .await?;
+    }
+    let ttl_us = i64::try_from(TTL.as_micros())?;
     loop {
         let sent = history::now();
         let guard = tokio::select! {
@@ -109,6 +150,10 @@ async fn multi_worker_process() -> anyhow::Result<()> {
         let ack = history::now();
         let tokens: Vec<(String, i64)> = guard.tokens().map(|(k, t)| (k.to_owned(), t)).collect();
         anyhow::ensure!(tokens.len() == keys.len(), "not every key held: {tokens:?}");
+        for g in guard.guards() {
+            let at = g.expires_at().timestamp_micros() - ttl_us;
+            println!("GRANTED_AT {} {owner} {} {at}", g.key(), g.fencing_token());
+        }
         say(Kind::Grant, &tokens, &owner, sent, ack);
         if role == "victim" {
             // Held until killed, or until lost; the watchdog renews it meanwhile.
@@ -144,6 +189,7 @@ struct Lines {
     tx: mpsc::UnboundedSender<(usize, String)>,
     rx: mpsc::UnboundedReceiver<(usize, String)>,
     events: Vec<(usize, Event)>,
+    granted_at: Vec<GrantedAt>,
     ready: usize,
     text: Vec<(usize, String)>,
 }
@@ -155,6 +201,7 @@ impl Lines {
             tx,
             rx,
             events: Vec::new(),
+            granted_at: Vec::new(),
             ready: 0,
             text: Vec::new(),
         }
@@ -171,6 +218,10 @@ impl Lines {
             Said::Event(e) => {
                 self.events.push((worker, e.clone()));
                 Some((worker, e))
+            }
+            Said::GrantedAt(g) => {
+                self.granted_at.push(g);
+                None
             }
         }
     }
@@ -250,6 +301,7 @@ fn spawn(
         ])
         .env(WORKER, format!("{dialect}|{}|{set}|{role}", b.table))
         .env("SQLOCK_TEST_PARENT_PID", std::process::id().to_string())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()?;
@@ -308,6 +360,14 @@ fn replaces(e: &Event, held: &[Event], after: u64) -> bool {
             .any(|h| h.key == e.key && h.owner != e.owner && e.token > h.token)
 }
 
+/// Tells a waiting worker to start.
+async fn go(child: &mut Child) -> anyhow::Result<()> {
+    let stdin = child.stdin.as_mut().context("the worker's stdin")?;
+    stdin.write_all(b"GO\n").await?;
+    stdin.flush().await?;
+    Ok(())
+}
+
 #[test]
 fn the_checker_catches_what_it_must() {
     history::self_check();
@@ -318,7 +378,9 @@ async fn processes_take_overlapping_sets_with_a_kill_and_a_pause() -> anyhow::Re
     for b in common::backends("mproc_multi").await {
         b.fresh_table().await?;
         let mut lines = Lines::new();
-        // A holder of {a, b} that holds until it is killed, with everyone waiting.
+        let admin = b.pool().await?;
+        // A holder of {a, b} that holds until it is killed, with everyone else started
+        // and waiting for the word to go.
         let mut victim = spawn(&b, 0, "victim", 0, &lines)?;
         let killed_set = grants_of(&mut lines, 0, 0).await?;
         let mut workers = Vec::new();
@@ -335,7 +397,30 @@ async fn processes_take_overlapping_sets_with_a_kill_and_a_pause() -> anyhow::Re
             "{}: the victim was not killed",
             b.dialect
         );
-        // Its keys come back at their TTL: another worker gets one, token higher.
+        // Its rows now that nothing renews them: still its own (nobody else has tried
+        // yet), with their final expiries on the database clock.
+        let mut dead = Vec::new();
+        for g in &killed_set {
+            let row = history::dead_row(&b, &admin, &g.key, &g.owner, g.token).await?;
+            // The grant times the workers print are the table's: its own (printed
+            // before its grant's events, so already read) is its row's acquired_at.
+            let at = lines
+                .granted_at
+                .iter()
+                .find(|a| a.key == g.key && a.owner == g.owner && a.token == g.token)
+                .with_context(|| format!("{}: no database time for {g:?}", b.dialect))?;
+            assert_eq!(
+                at.db_us, row.acquired_us,
+                "{}: a grant's database time as the workers print it is not the table's",
+                b.dialect
+            );
+            dead.push(row);
+        }
+        let clock = history::DbClock::read(&b, &admin).await?;
+        for w in &mut workers {
+            go(w).await?;
+        }
+        // Its keys come back at their expiry: another worker gets one, token higher.
         lines
             .until("a grant of the killed holder's key", |_, e| {
                 replaces(e, &killed_set, killed_at)
@@ -392,8 +477,47 @@ async fn processes_take_overlapping_sets_with_a_kill_and_a_pause() -> anyhow::Re
             assert!(status.success(), "{}: a worker failed", b.dialect);
         }
         lines.drain();
-        // The model, per key.
-        let events: Vec<Event> = lines.events.iter().map(|(_, e)| e.clone()).collect();
+        // The killed holder's keys were granted to nobody else before their expiry, on
+        // the database clock: it held them from before anyone else tried, and every
+        // other grant of them came after.
+        for (g, row) in killed_set.iter().zip(&dead) {
+            let later: Vec<&Event> = lines
+                .events
+                .iter()
+                .map(|(_, e)| e)
+                .filter(|e| e.kind == Kind::Grant && e.key == g.key && e.owner != g.owner)
+                .collect();
+            assert!(
+                !later.is_empty(),
+                "{}: {} never granted again",
+                b.dialect,
+                g.key
+            );
+            for e in later {
+                let at = lines
+                    .granted_at
+                    .iter()
+                    .find(|a| a.key == e.key && a.owner == e.owner && a.token == e.token)
+                    .with_context(|| format!("{}: no database time for {e:?}", b.dialect))?;
+                assert!(
+                    at.db_us >= row.expires_us,
+                    "{}: {} was granted at {} µs ({e:?}), before the killed holder's lease \
+                     expired at {} µs",
+                    b.dialect,
+                    g.key,
+                    at.db_us,
+                    row.expires_us
+                );
+            }
+        }
+        // The model, per key, the killed holder's keys held until their expiry.
+        let mut events: Vec<Event> = lines.events.iter().map(|(_, e)| e.clone()).collect();
+        events.extend(
+            killed_set
+                .iter()
+                .zip(&dead)
+                .map(|(g, row)| clock.expired(&g.key, row)),
+        );
         let verdict = history::check_leases(&events, TTL);
         assert!(
             verdict.violations.is_empty(),
@@ -404,7 +528,8 @@ async fn processes_take_overlapping_sets_with_a_kill_and_a_pause() -> anyhow::Re
         assert!(verdict.releases > 0, "{}: no release confirmed", b.dialect);
         println!(
             "{}: {verdict} (per key) over keys a, b, c from 6 processes taking overlapping sets, a \
-             holder killed and one paused past its TTL and replaced",
+             holder killed (its keys taken again only after their expiry) and one paused \
+             past its TTL and replaced",
             b.dialect
         );
     }

@@ -260,7 +260,9 @@ async fn a_dead_readers_hold_comes_back_at_its_ttl() -> anyhow::Result<()> {
 }
 
 /// Workers on handles of their own read and write at random under a history checker:
-/// a writer never overlaps anyone, readers did overlap, write tokens rise.
+/// a writer never overlaps anyone, readers did overlap, write tokens rise. That
+/// readers share is made sure of first: two readers each hold the read side and wait
+/// (bounded) until both hold before releasing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_of_readers_and_writers() -> anyhow::Result<()> {
     #[derive(Default)]
@@ -274,6 +276,38 @@ async fn history_of_readers_and_writers() -> anyhow::Result<()> {
     for b in common::backends("rw_history").await {
         let base = b.fresh_table().await?;
         let state: Arc<Mutex<State>> = Arc::default();
+        // Two readers at once for sure: each holds until both hold.
+        let both = Arc::new(tokio::sync::Barrier::new(2));
+        let mut pair = Vec::new();
+        for _ in 0..2 {
+            let handle = b.locker().await?;
+            let state = state.clone();
+            let both = both.clone();
+            pair.push(tokio::spawn(async move {
+                let guard = handle.read_lock("hist").acquire_timeout(DEADLINE).await?;
+                {
+                    let mut s = state.lock().unwrap();
+                    assert_eq!(s.writers, 0, "a reader overlapped a writer");
+                    s.readers += 1;
+                    s.most_readers = s.most_readers.max(s.readers);
+                }
+                tokio::time::timeout(DEADLINE, both.wait())
+                    .await
+                    .map_err(|_| anyhow::anyhow!("the other reader never held"))?;
+                state.lock().unwrap().readers -= 1;
+                assert!(guard.release().await?, "a hold was lost");
+                anyhow::Ok(())
+            }));
+        }
+        for t in pair {
+            t.await??;
+        }
+        assert_eq!(
+            state.lock().unwrap().most_readers,
+            2,
+            "{}: the two readers did not hold at once",
+            b.dialect
+        );
         let mut tasks = Vec::new();
         for worker in 0..6u64 {
             let handle = b

@@ -2,14 +2,18 @@
 //! (SIGKILL) and one paused past its TTL (SIGSTOP), checked against the model of N
 //! permits (`common/permits.rs`): never more than N held at once, nor a slot twice,
 //! and tokens rise per slot. The killed holder's permit comes back, and not before
-//! its expiry on the database clock; the paused holder is still stopped when its
-//! permit is taken, and its release afterwards says it had lost it and frees nobody
-//! else's. On every backend: a SQLite file, PostgreSQL and MariaDB.
+//! its expiry on the database clock: right after the kill the test reads its row
+//! (still its own: the churners wait for the test's word before they start) and its
+//! final expiry; every later grant of its slot, the churners' and the test's, must be
+//! at or after it on that clock, and the model is told it. The paused holder is still
+//! stopped when its permit is taken, and its release afterwards says it had lost it
+//! and frees nobody else's. On every backend: a SQLite file, PostgreSQL and MariaDB.
 //!
 //! The workers are this very test binary, started with `SQLOCK_SEM_WORKER` set,
-//! running `worker_process` alone: a churner takes one or two permits at a time and
-//! gives them back, a victim takes one permit and waits for its signal to release it.
-//! Each prints its events as `history.rs` lines.
+//! running `worker_process` alone: a churner waits for a line on its stdin, then takes
+//! one or two permits at a time and gives them back, a victim takes one permit and
+//! waits for a line to release it. Each prints its events as `history.rs` lines, and
+//! after each grant its time on the database clock (`GRANTED_AT`).
 #![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 mod common;
@@ -18,7 +22,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context;
-use common::history::{now, Event, Kind};
+use common::history::{now, DbClock, Event, Kind};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use sqlock::{Dialect, Locker, SemaphoreGuard};
@@ -42,6 +46,46 @@ fn dialect_name(d: Dialect) -> &'static str {
         Dialect::Postgres => "postgres",
         Dialect::MySql => "mysql",
         _ => "sqlite",
+    }
+}
+
+/// A grant's time on the database clock (µs): its permits' expiry as the grant
+/// reported it (the grant's statement's time plus the TTL; a guard's expiry changes
+/// only with an explicit extend, never called here), less the TTL. The test checks it
+/// against the table's `acquired_at` for the killed holder.
+fn granted_at(g: &SemaphoreGuard) -> i64 {
+    g.expires_at().timestamp_micros() - i64::try_from(TTL.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// The `GRANTED_AT key owner token µs` lines of a grant, one per permit.
+fn granted_at_lines(g: &SemaphoreGuard, owner: &str) -> Vec<String> {
+    let at = granted_at(g);
+    g.keys()
+        .into_iter()
+        .zip(g.fencing_tokens())
+        .map(|(key, token)| format!("GRANTED_AT {key} {owner} {token} {at}"))
+        .collect()
+}
+
+/// A grant's slot, owner and token, and its time on the database clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct GrantedAt {
+    key: String,
+    owner: String,
+    token: i64,
+    db_us: i64,
+}
+
+impl GrantedAt {
+    fn parse(line: &str) -> Option<Self> {
+        let at = line.find("GRANTED_AT ")?;
+        let mut f = line[at + "GRANTED_AT ".len()..].split(' ');
+        Some(Self {
+            key: f.next()?.to_owned(),
+            owner: f.next()?.to_owned(),
+            token: f.next()?.parse().ok()?,
+            db_us: f.next()?.parse().ok()?,
+        })
     }
 }
 
@@ -116,7 +160,9 @@ async fn worker_process() -> anyhow::Result<()> {
         .poll_interval(Duration::from_millis(2), Duration::from_millis(20))
         .build()?;
     let owner = locker.owner().to_string();
-    let sem = locker.semaphore(name, n.parse()?);
+    let sem = locker
+        .semaphore(name, n.parse()?)
+        .ttl(Duration::from_millis(ttl_ms.parse()?));
     let print = |events: Vec<Event>| {
         for e in events {
             println!("{}", e.line());
@@ -126,6 +172,9 @@ async fn worker_process() -> anyhow::Result<()> {
         let sent = now();
         let g = sem.acquire_timeout(DEADLINE).await?;
         print(events(Kind::Grant, &g, &owner, sent, now()));
+        for l in granted_at_lines(&g, &owner) {
+            println!("{l}");
+        }
         println!("HELD {}", g.keys()[0]);
         let mut line = String::new();
         BufReader::new(tokio::io::stdin())
@@ -136,7 +185,12 @@ async fn worker_process() -> anyhow::Result<()> {
         println!("RELEASED {held}");
         return Ok(());
     }
-    // A churner: one or two permits at a time, held for a moment.
+    // A churner: once told to start, one or two permits at a time, held for a moment.
+    println!("READY");
+    let mut go = String::new();
+    BufReader::new(tokio::io::stdin())
+        .read_line(&mut go)
+        .await?;
     let mut seed = u64::from(std::process::id());
     for _ in 0..rounds.parse::<u32>()? {
         seed = seed
@@ -147,6 +201,9 @@ async fn worker_process() -> anyhow::Result<()> {
         let g = sem.acquire_many_timeout(k, DEADLINE).await?;
         anyhow::ensure!(g.permits() == k as usize, "{} permits of {k}", g.permits());
         print(events(Kind::Grant, &g, &owner, sent, now()));
+        for l in granted_at_lines(&g, &owner) {
+            println!("{l}");
+        }
         tokio::time::sleep(Duration::from_millis((seed >> 40) % 15)).await;
         print(release(g, &owner).await?.1);
     }
@@ -161,15 +218,37 @@ struct Worker {
     lines: mpsc::UnboundedReceiver<String>,
 }
 
+/// What the workers and the test saw: the events, and the grants' database times.
+#[derive(Debug, Default)]
+struct Seen {
+    events: Vec<Event>,
+    granted_at: Vec<GrantedAt>,
+}
+
+impl Seen {
+    /// Keeps `line` if it is an event or a grant's time; says whether it was.
+    fn keep(&mut self, line: &str) -> bool {
+        // The test harness prints the test's name with no line break after it, so the
+        // worker's first line may follow it.
+        if let Some(e) = line.find("EVENT ").and_then(|at| Event::parse(&line[at..])) {
+            self.events.push(e);
+        } else if let Some(g) = GrantedAt::parse(line) {
+            self.granted_at.push(g);
+        } else {
+            return false;
+        }
+        true
+    }
+}
+
 impl Worker {
-    /// The next line starting with `prefix`; the events before it go to `events`.
-    async fn until(&mut self, prefix: &str, events: &mut Vec<Event>) -> anyhow::Result<String> {
+    /// The next line starting with `prefix`; the events and grant times before it go to
+    /// `seen`.
+    async fn until(&mut self, prefix: &str, seen: &mut Seen) -> anyhow::Result<String> {
         let wait = async {
             while let Some(line) = self.lines.recv().await {
-                // The test harness prints the test's name with no line break after it,
-                // so the worker's first line may follow it.
-                if let Some(e) = line.find("EVENT ").and_then(|at| Event::parse(&line[at..])) {
-                    events.push(e);
+                if seen.keep(&line) {
+                    continue;
                 } else if let Some(at) = line.find(prefix) {
                     return Ok(line[at..].to_owned());
                 }
@@ -234,9 +313,10 @@ fn stopped(pid: Pid) -> anyhow::Result<bool> {
     Ok(state == "T" || state == "t")
 }
 
-/// Waits, up to a bound, until the signal that stops `pid` has been delivered.
+/// Waits, up to [`DEADLINE`], until the signal that stops `pid` has been delivered.
 async fn until_stopped(pid: Pid) -> anyhow::Result<bool> {
-    for _ in 0..1000 {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while tokio::time::Instant::now() < deadline {
         if stopped(pid)? {
             return Ok(true);
         }
@@ -245,25 +325,38 @@ async fn until_stopped(pid: Pid) -> anyhow::Result<bool> {
     Ok(false)
 }
 
-/// Takes permits one at a time, giving back the others, until it holds the one on
-/// `slot`: its guard, with the events of every grant and release on the way.
-async fn take_slot(
-    locker: &Locker,
-    slot: &str,
-    events: &mut Vec<Event>,
-) -> anyhow::Result<SemaphoreGuard> {
+/// Takes permits one at a time until it holds the one on `slot`, then gives back the
+/// others: its guard, with the events and database times of every grant and release
+/// on the way. The others are kept meanwhile, so each grant is of a slot not tried
+/// yet (a holder is never granted a slot it holds): the wanted one comes within N
+/// grants once it is free, whether others take and give back permits meanwhile or not.
+async fn take_slot(locker: &Locker, slot: &str, seen: &mut Seen) -> anyhow::Result<SemaphoreGuard> {
     let owner = locker.owner().to_string();
-    let sem = locker.semaphore(NAME, N);
+    let sem = locker.semaphore(NAME, N).ttl(TTL);
     let take = async {
-        loop {
+        let mut others = Vec::new();
+        let wanted = loop {
             let sent = now();
             let g = sem.acquire().await?;
-            events.extend(self::events(Kind::Grant, &g, &owner, sent, now()));
-            if g.keys() == [slot] {
-                return anyhow::Ok(g);
+            seen.events
+                .extend(self::events(Kind::Grant, &g, &owner, sent, now()));
+            for l in granted_at_lines(&g, &owner) {
+                seen.keep(&l);
             }
-            events.extend(release(g, &owner).await?.1);
+            if g.keys() == [slot] {
+                break g;
+            }
+            anyhow::ensure!(
+                others.len() + 1 < N as usize,
+                "{} other permits taken on the way to {slot}",
+                others.len() + 1
+            );
+            others.push(g);
+        };
+        for g in others {
+            seen.events.extend(release(g, &owner).await?.1);
         }
+        anyhow::Ok(wanted)
     };
     tokio::time::timeout(DEADLINE, take).await?
 }
@@ -302,6 +395,26 @@ fn the_checker_finds_n_plus_one_a_slot_taken_twice_and_falling_tokens() {
     assert!(!common::permits::check(&falling, 5, ttl)
         .violations
         .is_empty());
+    // A killed holder renewed its permit until 30 s: its slot taken at 20 s, past its
+    // grant's TTL, was taken twice; at 31 s it was not.
+    let s = 1_000_000_000;
+    let early = [
+        ev(Kind::Grant, "s#0", "a", 1, 0, 10),
+        ev(Kind::Expired, "s#0", "a", 1, 30 * s, 30 * s + 1),
+        ev(Kind::Grant, "s#0", "b", 2, 19 * s, 20 * s),
+    ];
+    assert!(common::permits::check(&early[..1], 5, ttl)
+        .violations
+        .is_empty());
+    assert!(
+        common::permits::check(&[early[0].clone(), early[2].clone()], 5, ttl)
+            .violations
+            .is_empty()
+    );
+    assert!(!common::permits::check(&early, 5, ttl).violations.is_empty());
+    let mut late = early.clone();
+    late[2].ack = 31 * s;
+    assert!(common::permits::check(&late, 5, ttl).violations.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,14 +438,23 @@ async fn n_permits_hold_through_contention_kills_and_pauses() -> anyhow::Result<
                 .poll_interval(Duration::from_millis(2), Duration::from_millis(20))
                 .build()?
         };
-        let mut events = Vec::new();
+        let mut seen = Seen::default();
         let mut killed = spawn(&b, "victim", 0).await?;
-        let killed_slot = killed.until("HELD ", &mut events).await?[5..].to_owned();
+        let killed_slot = killed.until("HELD ", &mut seen).await?[5..].to_owned();
+        let killed_grant = seen
+            .events
+            .iter()
+            .find(|e| e.kind == Kind::Grant && e.key == killed_slot)
+            .cloned()
+            .context("the killed holder's grant")?;
         let mut paused = spawn(&b, "victim", 0).await?;
-        let paused_slot = paused.until("HELD ", &mut events).await?[5..].to_owned();
+        let paused_slot = paused.until("HELD ", &mut seen).await?[5..].to_owned();
+        // The churners start, and wait for the word to go.
         let mut churners = Vec::new();
         for _ in 0..3 {
-            churners.push(spawn(&b, "churn", 25).await?);
+            let mut c = spawn(&b, "churn", 25).await?;
+            c.until("READY", &mut seen).await?;
+            churners.push(c);
         }
 
         // The paused holder stops renewing; the killed one is gone.
@@ -346,43 +468,52 @@ async fn n_permits_hold_through_contention_kills_and_pauses() -> anyhow::Result<
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(9), "{d}: the holder was killed");
         while let Ok(line) = killed.lines.try_recv() {
-            events.extend(line.find("EVENT ").and_then(|at| Event::parse(&line[at..])));
+            seen.keep(&line);
         }
-        // Its permit's expiry, final now that nothing renews it (database clock).
-        let sem = locker.semaphore(NAME, N);
-        let killed_expiry = sem
-            .holders()
-            .await?
-            .into_iter()
-            .find(|h| h.key == killed_slot)
-            .map(|h| h.expires_at);
+        // Its permit's row now that nothing renews it: still its own (nobody else has
+        // tried yet), with its final expiry on the database clock.
+        let dead = common::history::dead_row(
+            &b,
+            locker.pool(),
+            &killed_slot,
+            &killed_grant.owner,
+            killed_grant.token,
+        )
+        .await?;
+        // The grant times the workers print are the table's: the killed holder's (printed
+        // before it said HELD) is its row's acquired_at.
+        let at = seen
+            .granted_at
+            .iter()
+            .find(|g| g.key == killed_slot && g.owner == killed_grant.owner)
+            .context("the killed holder's grant time")?;
+        assert_eq!(
+            at.db_us, dead.acquired_us,
+            "{d}: a grant's database time as the workers print it is not the table's"
+        );
+        let clock = DbClock::read(&b, locker.pool()).await?;
+        seen.events.push(clock.expired(&killed_slot, &dead));
+        for c in &mut churners {
+            c.stdin.write_all(b"GO\n").await?;
+            c.stdin.flush().await?;
+        }
 
-        // The killed holder's permit comes back, not before its expiry.
-        let retaken = take_slot(&locker, &killed_slot, &mut events).await?;
+        // The killed holder's permit comes back (not before its expiry: checked below,
+        // with every other grant of its slot).
+        let retaken = take_slot(&locker, &killed_slot, &mut seen).await?;
         let owner = locker.owner().to_string();
-        if let Some(expiry) = killed_expiry {
-            let mine = sem.holders().await?;
-            let mine = mine
-                .iter()
-                .find(|h| h.key == killed_slot && h.owner == owner)
-                .context("the retaken permit is listed")?;
-            assert!(
-                mine.acquired_at >= expiry,
-                "{d}: the killed holder's permit was taken at {} before its expiry {expiry}",
-                mine.acquired_at
-            );
-        }
-        events.extend(release(retaken, &owner).await?.1);
+        let sem = locker.semaphore(NAME, N).ttl(TTL);
+        seen.events.extend(release(retaken, &owner).await?.1);
 
         // The paused holder's permit is taken while it is still stopped.
-        let replaced = take_slot(&locker, &paused_slot, &mut events).await?;
+        let replaced = take_slot(&locker, &paused_slot, &mut seen).await?;
         assert!(
             stopped(paused.pid()?)?,
             "{d}: the paused holder was running when it was replaced"
         );
         kill(paused.pid()?, Signal::SIGCONT)?;
         paused.stdin.write_all(b"GO\n").await?;
-        let said = paused.until("RELEASED ", &mut events).await?;
+        let said = paused.until("RELEASED ", &mut seen).await?;
         assert_eq!(said, "RELEASED false", "{d}: the paused holder's release");
         assert!(
             sem.holders()
@@ -393,13 +524,42 @@ async fn n_permits_hold_through_contention_kills_and_pauses() -> anyhow::Result<
         );
         let (held, released) = release(replaced, &owner).await?;
         assert!(held, "{d}: the successor's permit was lost");
-        events.extend(released);
+        seen.events.extend(released);
 
         for mut c in churners {
-            c.until("DONE", &mut events).await?;
+            c.until("DONE", &mut seen).await?;
             assert!(c.child.wait().await?.success(), "{d}: a churner failed");
         }
-        let verdict = common::permits::check(&events, N as usize, TTL);
+        // No grant of the killed holder's slot before its expiry, on the database
+        // clock: it held the slot from before anyone else tried, so every other grant
+        // of it came after, the test's retaking among them.
+        let later: Vec<&Event> = seen
+            .events
+            .iter()
+            .filter(|e| {
+                e.kind == Kind::Grant && e.key == killed_slot && e.owner != killed_grant.owner
+            })
+            .collect();
+        assert!(
+            !later.is_empty(),
+            "{d}: the killed holder's slot never came back"
+        );
+        for e in later {
+            let at = seen
+                .granted_at
+                .iter()
+                .find(|g| g.key == e.key && g.owner == e.owner && g.token == e.token)
+                .with_context(|| format!("{d}: no database time for {e:?}"))?;
+            assert!(
+                at.db_us >= dead.expires_us,
+                "{d}: the killed holder's permit was taken at {} µs ({e:?}), before its \
+                 expiry at {} µs",
+                at.db_us,
+                dead.expires_us
+            );
+        }
+        let events = &seen.events;
+        let verdict = common::permits::check(events, N as usize, TTL);
         println!("{d}: {verdict}");
         assert!(
             verdict.violations.is_empty(),

@@ -25,12 +25,22 @@
 //!   database clock at least until `t + TTL`, unless its holder's release was sent
 //!   before. A grant of a higher token whose answer came back earlier than that took a
 //!   lease that was still valid, even if the fence then refused every write of the
-//!   older holder. (A lower bound: renewals only make leases last longer.)
+//!   older holder. (A lower bound: renewals only make leases last longer.) For a holder
+//!   killed while it held, the test reads the lease's final expiry from the table
+//!   after the kill ([`Kind::Expired`]): its lease lasts until then, renewals included.
+//!
+//! [`lock_row`] and [`DbClock`] read a lease's row as the database has it and place
+//! database times on `CLOCK_MONOTONIC`, for that.
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::fmt;
+
+use anyhow::Context;
+use sqlock::{DbPool, Dialect};
+
+use super::Backend;
 
 /// Nanoseconds on `CLOCK_MONOTONIC`, comparable across the processes of one machine.
 pub fn now() -> u64 {
@@ -54,6 +64,11 @@ pub enum Kind {
     ReleaseRefused,
     /// A write or release whose outcome is unknown (its connection failed).
     Unknown,
+    /// The final expiry of a hold whose holder was killed while it held, read from the
+    /// table after the kill (so that no renewal can follow): the hold lasted until
+    /// then. `sent` is a `CLOCK_MONOTONIC` moment no later than that expiry, `ack` one
+    /// no earlier ([`DbClock`]).
+    Expired,
 }
 
 /// One event: `sent` was taken before the request went out, `ack` after its answer.
@@ -77,6 +92,7 @@ impl Event {
             Kind::Rejected => "rejected",
             Kind::ReleaseRefused => "release-refused",
             Kind::Unknown => "unknown",
+            Kind::Expired => "expired",
         };
         format!(
             "EVENT {kind} {} {} {} {} {}",
@@ -94,6 +110,7 @@ impl Event {
             "rejected" => Kind::Rejected,
             "release-refused" => Kind::ReleaseRefused,
             "unknown" => Kind::Unknown,
+            "expired" => Kind::Expired,
             _ => return None,
         };
         Some(Self {
@@ -164,7 +181,7 @@ fn check_with(events: &[Event], ttl: Option<std::time::Duration>) -> Verdict {
             Kind::Release => verdict.releases += 1,
             Kind::Rejected => verdict.rejected += 1,
             Kind::Unknown => verdict.unknown += 1,
-            Kind::ReleaseRefused => {}
+            Kind::ReleaseRefused | Kind::Expired => {}
         }
     }
     for (key, events) in keys {
@@ -177,9 +194,10 @@ fn check_with(events: &[Event], ttl: Option<std::time::Duration>) -> Verdict {
 }
 
 /// No grant of a higher token came back while a lease was certainly valid: before its
-/// request's send time plus the TTL (less the slack) and before its holder sent a
-/// release (or a request whose outcome is unknown, which may have been one). Holds
-/// whose end went unrecorded (the holder killed) are left out.
+/// request's send time plus the TTL, or its final expiry when the table told it
+/// ([`Kind::Expired`], a killed holder's), less the slack, and before its holder sent
+/// a release (or a request whose outcome is unknown, which may have been one). Holds
+/// whose end went unrecorded (the holder killed, its expiry not read) are left out.
 fn check_validity(
     key: &str,
     events: &[&Event],
@@ -208,14 +226,22 @@ fn check_validity(
         let went_on = grants
             .iter()
             .any(|g| g.owner == a.owner && g.token != a.token && g.sent > a.ack);
+        // A killed holder's final expiry, read from the table after the kill: its lease
+        // lasted until then, renewals included.
+        let expired = events
+            .iter()
+            .filter(|e| e.kind == Kind::Expired && e.token == a.token && e.owner == a.owner)
+            .map(|e| e.sent)
+            .min();
         let ended = match ended {
             Some(at) => at,
-            None if went_on => u64::MAX,
+            None if went_on || expired.is_some() => u64::MAX,
             None => continue,
         };
         let valid_until = a
             .sent
             .saturating_add(ttl_ns)
+            .max(expired.unwrap_or(0))
             .saturating_sub(slack(ttl))
             .min(ended);
         if let Some(b) = grants
@@ -368,6 +394,22 @@ mod self_check_cases {
         again.owner = "o1".into();
         let h = [unknown_end[0].clone(), unknown_end[1].clone(), again];
         assert_eq!(check_leases(&h, ttl).violations.len(), 1);
+        // A killed holder renewed its lease until 3 s: a takeover after the grant's
+        // TTL but before that expiry took a valid lease; one after it did not.
+        let expired = ev(Kind::Expired, 1, 3_000_000_000, 3_000_000_100);
+        let early = [
+            ev(Kind::Grant, 1, 0, 10),
+            expired.clone(),
+            ev(Kind::Grant, 2, 5, 2_000_000_000),
+        ];
+        assert_eq!(check_leases(&early, ttl).violations.len(), 1);
+        let late = [
+            ev(Kind::Grant, 1, 0, 10),
+            expired,
+            ev(Kind::Grant, 2, 5, 3_000_000_200),
+        ];
+        assert!(check_leases(&late, ttl).violations.is_empty());
+        assert!(check(&early).violations.is_empty());
     }
 
     fn a_reentrant_grant_is_not_a_violation() {
@@ -448,6 +490,8 @@ mod self_check_cases {
 
     fn lines_round_trip() {
         let e = ev(Kind::ReleaseRefused, 7, 1, 2);
+        assert_eq!(Event::parse(&e.line()), Some(e));
+        let e = ev(Kind::Expired, 7, 1, 2);
         assert_eq!(Event::parse(&e.line()), Some(e));
         assert_eq!(Event::parse("something else"), None);
     }
@@ -545,4 +589,169 @@ pub fn self_check_rw() {
     // Holds that could not have overlapped (an unsure stretch) are no violation.
     let fine = [hold(false, "a", 1, 0, 9, 10), hold(true, "b", 2, 0, 10, 12)];
     assert!(check_rw(&fine).violations.is_empty());
+}
+
+// --- A lease's row as the database has it, and the database clock on CLOCK_MONOTONIC.
+
+/// The SQL for the database clock's now, in microseconds since the epoch, as the
+/// lock statements read it.
+pub fn db_now_sql(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Postgres => "(extract(epoch FROM statement_timestamp()) * 1000000)::BIGINT",
+        Dialect::MySql => "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
+        _ => "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
+    }
+}
+
+/// The database clock's now, in microseconds since the epoch.
+pub async fn db_now_us(b: &Backend, pool: &DbPool) -> anyhow::Result<i64> {
+    b.scalar(pool, &format!("SELECT {}", db_now_sql(b.dialect)))
+        .await
+}
+
+/// One row of the lock table, read as it is, expired or not; times are the database
+/// clock's, in microseconds since the epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRow {
+    pub owner: String,
+    pub token: i64,
+    pub locked: bool,
+    pub acquired_us: i64,
+    pub expires_us: i64,
+    /// The database clock when the row was read.
+    pub now_us: i64,
+}
+
+/// The row of `key` in the backend's table, whatever its state; `None` when there is
+/// none.
+pub async fn lock_row(b: &Backend, pool: &DbPool, key: &str) -> anyhow::Result<Option<LockRow>> {
+    type Raw = (String, i64, i64, i64, i64, i64);
+    let t = b.quoted();
+    let now = db_now_sql(b.dialect);
+    let raw: Option<Raw> = match pool {
+        DbPool::Postgres(p) => {
+            let sql = format!(
+                "SELECT lock_owner, fencing_token, CASE WHEN locked THEN 1 ELSE 0 END::BIGINT, \
+                 (extract(epoch FROM acquired_at) * 1000000)::BIGINT, \
+                 (extract(epoch FROM expires_at) * 1000000)::BIGINT, {now} \
+                 FROM {t} WHERE lock_key = $1"
+            );
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(key)
+                .fetch_optional(p)
+                .await?
+        }
+        DbPool::MySql(p) => {
+            let sql = format!(
+                "SELECT lock_owner, fencing_token, CAST(locked AS SIGNED), \
+                 TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', acquired_at), \
+                 TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at), {now} \
+                 FROM {t} WHERE lock_key = ?"
+            );
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(key)
+                .fetch_optional(p)
+                .await?
+        }
+        DbPool::Sqlite(p) => {
+            let sql = format!(
+                "SELECT lock_owner, fencing_token, CAST(locked AS INTEGER), acquired_at, \
+                 expires_at, {now} FROM {t} WHERE lock_key = ?"
+            );
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(key)
+                .fetch_optional(p)
+                .await?
+        }
+        _ => anyhow::bail!("unknown pool"),
+    };
+    Ok(raw.map(
+        |(owner, token, locked, acquired_us, expires_us, now_us)| LockRow {
+            owner,
+            token,
+            locked: locked != 0,
+            acquired_us,
+            expires_us,
+            now_us,
+        },
+    ))
+}
+
+/// The row of a hold whose holder was killed, read after the kill: it must be there,
+/// still the holder's (`owner`, `token`) and locked, since nothing else may take it
+/// before it expires and the caller lets nobody else try before reading it. Its
+/// `expires_us` is final: nothing renews it any more.
+pub async fn dead_row(
+    b: &Backend,
+    pool: &DbPool,
+    key: &str,
+    owner: &str,
+    token: i64,
+) -> anyhow::Result<LockRow> {
+    let row = lock_row(b, pool, key)
+        .await?
+        .with_context(|| format!("{}: the killed holder's row of {key} is gone", b.dialect))?;
+    anyhow::ensure!(
+        row.owner == owner && row.token == token && row.locked,
+        "{}: the killed holder's row of {key} is no longer its own (owner {owner}, token \
+         {token}): {row:?}",
+        b.dialect
+    );
+    Ok(row)
+}
+
+/// The database clock read between two readings of `CLOCK_MONOTONIC`: places database
+/// times on `CLOCK_MONOTONIC`, the two clocks taken to run at one rate (the checkers
+/// allow a slack for the difference).
+#[derive(Debug, Clone, Copy)]
+pub struct DbClock {
+    before: u64,
+    db_us: i64,
+    after: u64,
+}
+
+impl DbClock {
+    pub async fn read(b: &Backend, pool: &DbPool) -> anyhow::Result<Self> {
+        let before = now();
+        let db_us = db_now_us(b, pool).await?;
+        let after = now();
+        Ok(Self {
+            before,
+            db_us,
+            after,
+        })
+    }
+
+    fn shift(at: u64, by_us: i64) -> u64 {
+        let by_ns = by_us.unsigned_abs().saturating_mul(1000);
+        if by_us >= 0 {
+            at.saturating_add(by_ns)
+        } else {
+            at.saturating_sub(by_ns)
+        }
+    }
+
+    /// A `CLOCK_MONOTONIC` moment no later than the one at which the database clock
+    /// shows `db_us`.
+    pub fn earliest(&self, db_us: i64) -> u64 {
+        Self::shift(self.before, db_us - self.db_us)
+    }
+
+    /// A `CLOCK_MONOTONIC` moment no earlier than the one at which the database clock
+    /// shows `db_us`.
+    pub fn latest(&self, db_us: i64) -> u64 {
+        Self::shift(self.after, db_us - self.db_us)
+    }
+
+    /// The event that tells a checker a killed holder's final expiry ([`Kind::Expired`]).
+    pub fn expired(&self, key: &str, row: &LockRow) -> Event {
+        Event {
+            kind: Kind::Expired,
+            key: key.to_owned(),
+            owner: row.owner.clone(),
+            token: row.token,
+            sent: self.earliest(row.expires_us),
+            ack: self.latest(row.expires_us),
+        }
+    }
 }

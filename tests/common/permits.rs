@@ -10,12 +10,13 @@
 //! - **At most N held**: a permit is certainly held from its grant's answer until its
 //!   accepted release was sent (the database processed the release later, and nothing
 //!   revives a lapsed lease), or, without one, until its request's send time plus the
-//!   TTL (less a slack for clock rates), or its holder's first refused or unknown
-//!   release, whichever is first. At no instant are more than N permits certainly
-//!   held, nor two of one slot.
+//!   TTL, or the final expiry the table showed after its holder was killed
+//!   ([`Kind::Expired`]), whichever is later (less a slack for clock rates), or its
+//!   holder's first refused or unknown release, whichever is first. At no instant are
+//!   more than N permits certainly held, nor two of one slot.
 //!
-//! Only overlaps that certainly happened are reported: a paused or killed holder's
-//! permit counts as held for its TTL only.
+//! Only overlaps that certainly happened are reported: a paused holder's permit counts
+//! as held for its TTL only, a killed one's until the expiry read after the kill.
 
 #![allow(dead_code)]
 
@@ -57,7 +58,11 @@ pub fn check(events: &[Event], n: usize, ttl: Duration) -> Verdict {
         let end = match of_grant(&Kind::Release) {
             Some(released) => released,
             None => {
-                let lapse = g.sent.saturating_add(ttl_ns).saturating_sub(slack(ttl));
+                let lapse = g
+                    .sent
+                    .saturating_add(ttl_ns)
+                    .max(of_grant(&Kind::Expired).unwrap_or(0))
+                    .saturating_sub(slack(ttl));
                 [of_grant(&Kind::ReleaseRefused), of_grant(&Kind::Unknown)]
                     .into_iter()
                     .flatten()
