@@ -203,23 +203,31 @@ pub(crate) async fn contended(
         setups.push((Waiting::NativeBlocking, None));
     }
     let mut lockers: Vec<Option<Vec<Locker>>> = Vec::new();
+    // For each setup, a waiter that looks about never, as the queue standing still
+    // wants one (see `standing_still`).
+    let mut quiet: Vec<Option<Locker>> = Vec::new();
     for (waiting, s) in &setups {
-        lockers.push(match s {
-            Some(s) => {
-                let b = Locker::builder(db.clone())
-                    .table(table.as_str())
-                    .strategy(*s)
-                    .ttl(TTL);
-                // Woken waiters keep the library's own fallback polling (100 ms to 2 s).
-                let b = match waiting {
-                    Waiting::Notify => b.notify_waiters(true),
-                    _ => b.poll_interval(args.poll, args.poll),
-                }
-                .build()?;
-                Some((0..workers).map(|_| b.new_handle()).collect())
-            }
-            None => None,
-        });
+        let Some(s) = s else {
+            lockers.push(None);
+            quiet.push(None);
+            continue;
+        };
+        let b = Locker::builder(db.clone())
+            .table(table.as_str())
+            .strategy(*s)
+            .ttl(TTL);
+        // Woken waiters keep the library's own fallback polling (100 ms to 2 s).
+        let b = match waiting {
+            Waiting::Notify => b.notify_waiters(true),
+            _ => b,
+        };
+        let l = match waiting {
+            Waiting::Notify => b.clone(),
+            _ => b.clone().poll_interval(args.poll, args.poll),
+        }
+        .build()?;
+        lockers.push(Some((0..workers).map(|_| l.new_handle()).collect()));
+        quiet.push(Some(b.poll_interval(QUIET, QUIET).build()?));
     }
     let slice = args.contended_duration / args.rounds;
     let mut acc: Vec<Option<Contended>> = vec![None; setups.len()];
@@ -288,7 +296,7 @@ pub(crate) async fn contended(
     // What a queue costs while it stands still, for the waiters that poll or are woken
     // (for-update waiters wait in the server and send nothing meanwhile).
     for (i, (waiting, s)) in setups.iter().enumerate() {
-        let (Some(ls), Some(s)) = (&lockers[i], s) else {
+        let (Some(ls), Some(quiet), Some(s)) = (&lockers[i], &quiet[i], s) else {
             continue;
         };
         if *waiting == Waiting::InDatabase {
@@ -300,7 +308,8 @@ pub(crate) async fn contended(
             waiting.name()
         ));
         let key = format!("{KEY_PREFIX}still-{}-{}", s.name(), waiting.name());
-        let still = standing_still(ls, &key, args.contended_duration).await?;
+        let fair = *s == Strategy::Fair;
+        let still = standing_still(ls, quiet, fair, &key, args.contended_duration).await?;
         if let Some(m) = measured.get_mut(i) {
             m.still = Some(still);
         }
@@ -314,14 +323,22 @@ const SETTLE: Duration = Duration::from_secs(3);
 /// How long [`standing_still`] counts statements, each time, at most.
 const STILL_WINDOW: Duration = Duration::from_secs(5);
 
+/// How seldom the quiet first waiter of [`standing_still`] looks: never, within a run.
+const QUIET: Duration = Duration::from_secs(3600);
+
 /// Statements per second of a queue standing still behind one holder of `key`: of the
-/// first waiter alone, then of each waiter behind it (all of `lockers` but two waiting,
-/// less the first's share). The holder's renewals fall in both windows and cancel out
-/// of the second figure; they count in the first's (one renewal per third of the TTL).
-/// Settling and windows take half of `budget` each, up to [`SETTLE`] and
-/// [`STILL_WINDOW`].
+/// first waiter alone (`lockers[1]`), then of each waiter behind a first waiter that
+/// looks about never (`quiet`): all of `lockers` but two waiting behind it, counted
+/// alone but for the holder's renewals and the quiet waiter's, about one each per
+/// third of the TTL, which they share (an upper bound, within 0.03 a second each with
+/// 7 behind). The first figure counts the holder's renewals too. Were the second
+/// figure the whole queue's less the first waiter's from another window, it would
+/// inherit the first waiter's jittered polls' noise (about 0.06 a second). Settling
+/// and windows take half of `budget` each, up to [`SETTLE`] and [`STILL_WINDOW`].
 async fn standing_still(
     lockers: &[Locker],
+    quiet: &Locker,
+    fair: bool,
     key: &str,
     budget: Duration,
 ) -> Result<(f64, f64), Failure> {
@@ -343,14 +360,32 @@ async fn standing_still(
     };
     wait(&mut waiters, &lockers[1]);
     let first = rate().await;
+    // Their futures dropped, fair waiters leave the queue (in tasks of their own).
+    waiters.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait(&mut waiters, quiet);
+    // A fair queue's order is its arrival order: the quiet waiter is first once its
+    // place shows, and only then do the others arrive.
+    if fair {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while lockers[0]
+            .lock_info(key)
+            .await?
+            .is_none_or(|i| i.waiters < 1)
+        {
+            if Instant::now() > deadline {
+                return Err(Failure::Other("the quiet waiter never queued".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
     for l in &lockers[2..] {
         wait(&mut waiters, l);
     }
-    let all = rate().await;
-    // Their futures dropped, fair waiters leave the queue (in tasks of their own).
+    let behind_all = rate().await;
     waiters.shutdown().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     holder.release().await?;
     let behind = lockers.len().saturating_sub(2).max(1) as f64;
-    Ok((first, ((all - first) / behind).max(0.0)))
+    Ok((first, behind_all / behind))
 }
