@@ -14,7 +14,7 @@ use crate::support::error::{Class, Error};
 use crate::support::validate::TableName;
 
 use super::dialect::Dialect;
-use super::outcome::{Elected, Failure, Grant, Listed, Renewal, TakenAll};
+use super::outcome::{Elected, Failure, Grant, Listed, Renewal};
 use super::runner::{elected, grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
@@ -321,13 +321,11 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         }
     }
 
-    /// A multi-lock's attempt: every key of `all`, or none, in one statement
-    /// (`multi_acquire.sql`, `multi.rs`).
-    fn lease_acquire_all(
-        &self,
-        all: &AcquireAll<'_>,
-    ) -> impl Future<Output = Result<TakenAll, sqlx::Error>> + Send {
-        async move { super::multi::acquire_in_one(self, &self.common().multi_acquire, all, false).await }
+    /// Whether a statement that answers with several rows as it writes them is sent in
+    /// an explicit transaction of its own (a multi-lock's, `multi.rs`): only on a node
+    /// of a Galera cluster (see `MariaDb::lease_acquire`).
+    fn rows_in_transaction(&self) -> impl Future<Output = Result<bool, sqlx::Error>> + Send {
+        async { Ok(false) }
     }
 
     /// After a release or an extension found its row locked: whether the lease is

@@ -272,7 +272,7 @@ impl Db {
         &self,
         all: &values::AcquireAll<'_>,
     ) -> Result<multi::Taken, Failure> {
-        on_backend!(self, |b| b.lease_acquire_all(all).await)
+        on_backend!(self, |b| multi::acquire(&**b, all).await)
     }
 
     /// A read hold of a read-write lock (`rw.rs`).

@@ -17,21 +17,17 @@
 use super::backend::Backend;
 use super::outcome::Grant;
 use super::runner::{On, Runner};
-use super::statement::Statement;
 use super::values::AcquireAll;
 
 pub(crate) use super::outcome::TakenAll as Taken;
 
-/// Takes every key of `all` with `s`, one statement that takes them all or none
-/// (`multi_acquire.sql`), in an explicit transaction of its own when `in_tx` (a Galera
-/// node: see `MariaDb::lease_acquire`): its rows name the keys it took, one with no key
-/// says a gate was closed (PostgreSQL), none says a key is busy.
-pub(crate) async fn acquire_in_one<B: Backend>(
-    b: &B,
-    s: &Statement<AcquireAll<'static>>,
-    all: &AcquireAll<'_>,
-    in_tx: bool,
-) -> Result<Taken, sqlx::Error> {
+/// Takes every key of `all` with the server's `multi_acquire.sql`, one statement that
+/// takes them all or none, in an explicit transaction of its own where the server
+/// wants one (`Backend::rows_in_transaction`): its rows name the keys it took, one with
+/// no key says a gate was closed (PostgreSQL), none says a key is busy.
+pub(crate) async fn acquire<B: Backend>(b: &B, all: &AcquireAll<'_>) -> Result<Taken, sqlx::Error> {
+    let in_tx = b.rows_in_transaction().await?;
+    let s = &b.common().multi_acquire;
     let rows = match B::Db::rows(On::Pool(b.pool(), in_tx), s, all).await {
         Ok(rows) => rows,
         // The statement took fewer keys than it was given (a key was granted to

@@ -21,7 +21,7 @@ use super::runner::{grants, ints, texts, On, Runner};
 use super::scheduling::{SchedulerState, SchedulerStatements, Scheduling};
 use super::statement::{batch_json, Mode, Statement, Target};
 use super::transaction::DbTransaction;
-use super::values::{Acquire, AcquireAll, Held, Key, Nothing, Renew, Schedule, Sweep};
+use super::values::{Acquire, Held, Key, Nothing, Renew, Schedule, Sweep};
 
 /// How often an acquisition is sent while the key's fence bucket is in use by another
 /// statement: with pauses of at most 16 ms, about a second.
@@ -156,16 +156,12 @@ impl Backend for MariaDb {
         matches!(error_number(e), Some(1180))
     }
 
-    /// On a node of a Galera cluster in an explicit transaction, for the reason given at
-    /// `lease_acquire`: there the RETURNING rows of several keys may come before a
-    /// certification failure (or, retried by the node, before a second result), which
-    /// sqlx cannot read.
-    async fn lease_acquire_all(
-        &self,
-        all: &AcquireAll<'_>,
-    ) -> Result<crate::db::outcome::TakenAll, sqlx::Error> {
-        let in_tx = self.galera_cluster_size().await?.is_some();
-        crate::db::multi::acquire_in_one(self, &self.common().multi_acquire, all, in_tx).await
+    /// On a node of a Galera cluster, for the reason given at `lease_acquire`: there the
+    /// RETURNING rows of several keys may come before a certification failure (or,
+    /// the statement retried by the node, before a second result), which sqlx cannot
+    /// read.
+    async fn rows_in_transaction(&self) -> Result<bool, sqlx::Error> {
+        Ok(self.galera_cluster_size().await?.is_some())
     }
 
     /// On a node of a Galera cluster the statement runs in an explicit transaction:
