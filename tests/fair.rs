@@ -318,6 +318,60 @@ async fn places_outlive_their_ttl_whatever_the_poll_interval() -> anyhow::Result
     Ok(())
 }
 
+/// With a short TTL every look of a waiter falls due to renew its place: a waiter two
+/// places or more from the first still reads its standing, and learns of its turn.
+/// Three waiters with a TTL of 3 s queue behind a holder, then get the lock in their
+/// order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_far_back_with_a_short_ttl_learn_of_their_turn() -> anyhow::Result<()> {
+    for b in common::backends("fair_short_ttl").await {
+        b.fresh_table().await?;
+        let holder = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(Duration::from_secs(60))
+            .build()?;
+        let short = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(Duration::from_secs(3))
+            .build()?;
+        let key = "short";
+        let guard = holder.acquire(key).await?;
+        let mut waiting = Vec::new();
+        for n in 1..=3 {
+            let w = short.new_handle();
+            waiting.push(tokio::spawn(async move {
+                let g = w.acquire(key).await?;
+                let token = g.fencing_token();
+                g.release().await?;
+                Ok::<_, sqlock::Error>(token)
+            }));
+            until(|| async { Ok(queued(&b, &holder, key).await? == n) }).await?;
+        }
+        // Long enough for several looks of each, every one of them due.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let mut last = guard.fencing_token();
+        assert!(guard.release().await?);
+        for (i, w) in waiting.into_iter().enumerate() {
+            let token = tokio::time::timeout(common::fair::PATIENCE, w)
+                .await
+                .with_context(|| {
+                    format!("{}: waiter {i} never learned of its turn", b.dialect)
+                })???;
+            assert!(
+                token > last,
+                "{}: waiter {i}: {token} after {last}",
+                b.dialect
+            );
+            last = token;
+        }
+    }
+    Ok(())
+}
+
 /// Queries of the queue of `b`'s table, with its times in microseconds since the epoch
 /// on the database clock: the latest expiry of a place, the database's now, and how
 /// many places are live.

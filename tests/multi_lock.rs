@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use anyhow::Context;
 use sqlock::{Dialect, Error, Strategy};
 
 /// A bound on waits that are expected to end much sooner.
@@ -395,6 +396,41 @@ async fn cut_off_acquisitions_leak_nothing() -> anyhow::Result<()> {
             "{}: 200 multi-lock acquisitions cut off at random ({completed} completed), table clean",
             b.dialect
         );
+    }
+    Ok(())
+}
+
+/// A lock held on another key, even a for-update lock, whose row stays locked for its
+/// holder's whole transaction, never stands in a multi-lock's way: an attempt reads the
+/// rows of its own keys alone, not the table. On the servers (SQLite has no row locks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_on_another_key_is_no_obstacle() -> anyhow::Result<()> {
+    for b in common::servers("multi_other_key").await {
+        let locker = b.fresh_table().await?;
+        let other = locker.new_handle();
+        // Rows of other keys around the set's, before and after them in key order.
+        for key in ["a", "b", "c", "m", "z"] {
+            let g = other.try_acquire(key).await?.expect("a free key");
+            assert!(g.release().await?);
+        }
+        for held in ["a", "m", "z"] {
+            let fu = other
+                .lock(held)
+                .strategy(Strategy::ForUpdate)
+                .acquire_timeout(DEADLINE)
+                .await?;
+            for _ in 0..5 {
+                let set = locker
+                    .lock_many(&["b", "c"])
+                    .try_acquire()
+                    .await?
+                    .with_context(|| {
+                        format!("{}: busy while {held} was held for update", b.dialect)
+                    })?;
+                assert!(set.release().await?, "{}", b.dialect);
+            }
+            fu.release().await?;
+        }
     }
     Ok(())
 }

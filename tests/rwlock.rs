@@ -9,7 +9,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlock::{Error, SweepOptions};
+use sqlock::{Error, Strategy, SweepOptions};
 
 /// A bound on waits that are expected to end much sooner.
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -728,6 +728,46 @@ async fn a_force_released_read_fires_its_lost_signal() -> anyhow::Result<()> {
         );
         assert!(write.release().await?);
         assert_eq!(b.held_rows(reader.pool()).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+/// A lock held on another key, even a for-update lock, whose row stays locked for its
+/// holder's whole transaction, never stands in a read's or a writer's way, also when its
+/// key sorts right after the name's read holds and intents. On the servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_on_another_key_is_no_obstacle() -> anyhow::Result<()> {
+    for b in common::servers("rw_other_key").await {
+        let locker = b.fresh_table().await?;
+        let other = locker.new_handle();
+        for held in ["doc@x", "doc@write;", "doc@read;", "dob", "e"] {
+            let g = other.try_acquire(held).await?.expect("a free key");
+            assert!(g.release().await?);
+            let fu = other
+                .lock(held)
+                .strategy(Strategy::ForUpdate)
+                .acquire_timeout(DEADLINE)
+                .await?;
+            for _ in 0..5 {
+                let read = locker.read_lock("doc").try_acquire().await?;
+                let read = read.unwrap_or_else(|| {
+                    panic!(
+                        "{}: a read was busy while {held} was held for update",
+                        b.dialect
+                    )
+                });
+                assert!(read.release().await?, "{}", b.dialect);
+                let write = locker.write_lock("doc").try_acquire().await?;
+                let write = write.unwrap_or_else(|| {
+                    panic!(
+                        "{}: a write was busy while {held} was held for update",
+                        b.dialect
+                    )
+                });
+                assert!(write.release().await?, "{}", b.dialect);
+            }
+            fu.release().await?;
+        }
     }
     Ok(())
 }

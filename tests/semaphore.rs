@@ -438,3 +438,35 @@ async fn the_largest_semaphore_gives_all_its_permits_at_once() -> anyhow::Result
     }
     Ok(())
 }
+
+/// A lock held on another key, even a for-update lock, whose row stays locked for its
+/// holder's whole transaction, never stands in a semaphore's way, also when its key
+/// sorts right before or after the semaphore's permits. On the servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_on_another_key_is_no_obstacle() -> anyhow::Result<()> {
+    for b in common::servers("sem_other_key").await {
+        let locker = fresh(&b).await?;
+        let other = locker.new_handle();
+        let sem = locker.semaphore("q", 2);
+        // The permits' rows exist, so that the keys around them are their neighbours.
+        let all = sem.acquire_many(2).await?;
+        assert!(all.release().await?);
+        for held in ["semaphore", "semaphore;", "semaphorf", "a", "z"] {
+            let g = other.try_acquire(held).await?.expect("a free key");
+            assert!(g.release().await?);
+            let fu = other
+                .lock(held)
+                .strategy(Strategy::ForUpdate)
+                .acquire_timeout(Duration::from_secs(30))
+                .await?;
+            for _ in 0..5 {
+                let permits = sem.try_acquire_many(2).await?.unwrap_or_else(|| {
+                    panic!("{}: busy while {held} was held for update", b.dialect)
+                });
+                assert!(permits.release().await?, "{}", b.dialect);
+            }
+            fu.release().await?;
+        }
+    }
+    Ok(())
+}

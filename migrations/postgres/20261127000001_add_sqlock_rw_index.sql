@@ -15,8 +15,13 @@
 -- the read-write locks in use. The statements repeat its predicate word for word,
 -- which lets the planner use it.
 -- Built under a lock that holds the table's writes for the build, which reads the
--- whole table once; on a large, busy table it can be made beforehand with CREATE INDEX
--- CONCURRENTLY and the same definition (check that it is valid), and this then does
--- nothing.
+-- whole table once. That lock waits for every transaction that has written to the
+-- table (a for-update holder's lasts as long as its hold), and every write waits
+-- behind it meanwhile: so it is waited for two seconds at most (within the migration's
+-- transaction), and the migration fails rather than stall acquisitions and renewals;
+-- run it again when no long hold is open. On a large, busy table the index can be made
+-- beforehand with CREATE INDEX CONCURRENTLY and the same definition (check that it is
+-- valid), and this then does nothing.
+SET LOCAL lock_timeout = '2s';
 CREATE INDEX IF NOT EXISTS "sqlock_locks_rw_idx" ON "sqlock_locks" ((lock_key COLLATE "C"))
     WHERE strpos(lock_key, '@read:') > 0 OR strpos(lock_key, '@write:') > 0;

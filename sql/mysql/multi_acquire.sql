@@ -7,7 +7,10 @@
 -- All or none:
 -- - The keys' fence buckets are locked first (FOR UPDATE), as a single acquisition
 --   locks its key's, and the keys' rows are read with locks too (INSERT ... SELECT
---   reads its source rows locked), all without waiting: with a lock wait timeout of
+--   reads its source rows locked), each by its primary key from the array of keys
+--   (STRAIGHT_JOIN, FORCE INDEX), never by a scan that would lock other keys' rows or
+--   wait on them (a for-update holder of another key keeps its row locked for its
+--   whole transaction; see lease_renew.sql), all without waiting: with a lock wait timeout of
 --   zero, one bucket or row that another transaction holds (an acquisition of a key in
 --   the same bucket, a for-update holder) fails the whole statement at once with
 --   ER_LOCK_WAIT_TIMEOUT, which writes nothing and counts as contention: tried again.
@@ -33,12 +36,12 @@ FROM JSON_TABLE(:keys, '$[*]' COLUMNS (
          k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$')) AS k
     STRAIGHT_JOIN `{table}_fence` AS f ON f.bucket = CRC32(k.k) % 1024
 WHERE NOT EXISTS (
-        SELECT 1 FROM `{table}` AS b
-        WHERE b.lock_key IN (
-                SELECT j.k FROM JSON_TABLE(:keys, '$[*]' COLUMNS (
-                    k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin
-                    PATH '$')) AS j)
-          AND b.locked AND b.expires_at > UTC_TIMESTAMP(6)
+        SELECT 1
+        FROM JSON_TABLE(:keys, '$[*]' COLUMNS (
+                 k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin
+                 PATH '$')) AS j
+            STRAIGHT_JOIN `{table}` AS b FORCE INDEX (PRIMARY) ON b.lock_key = j.k
+        WHERE b.locked AND b.expires_at > UTC_TIMESTAMP(6)
           AND NOT (b.lock_owner = :owner AND b.lock_strategy = :strategy
                    AND b.hold_count > 0)
           AND NOT (b.presence_key IS NOT NULL AND b.lock_owner <> :owner

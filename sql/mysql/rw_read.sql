@@ -12,9 +12,13 @@
 -- locks, so it reads them as committed; the waiting writers' intents are found by a
 -- range of the primary key (its binary collation puts every ':key@write:<owner>'
 -- between ':key@write:' and ':key@write;'), so it reads and locks the name's own rows
--- alone, never the whole table; with a lock wait timeout of zero, a row another
--- transaction holds locked (a for-update holder of :key) fails the statement at once
--- (contention).
+-- alone, never the whole table. That range skips rows another transaction holds locked
+-- (SKIP LOCKED): a range read also locks the first key past its end, which may be any
+-- key's, held by a for-update holder for its whole transaction; an intent row skipped
+-- so is one being written at that instant (taken or renewed), and a reader that
+-- arrives in that instant goes ahead of its writer. With a lock wait timeout of zero,
+-- any other row another transaction holds locked (a for-update holder of :key) fails
+-- the statement at once (contention).
 -- The reader row is this owner's alone, so the update below is a re-entry when the row
 -- is live with holds, and a new grant otherwise. MariaDB assigns from left to right,
 -- each assignment seeing those before it: the token and the hold count are assigned
@@ -46,7 +50,8 @@ WHERE EXISTS (
         WHERE i.lock_key >= CONCAT(:key, '@write:') AND i.lock_key < CONCAT(:key, '@write;')
           AND CHAR_LENGTH(i.lock_key) = CHAR_LENGTH(:key) + 43
           AND i.locked AND i.expires_at > UTC_TIMESTAMP(6)
-          AND i.lock_owner <> :owner)))
+          AND i.lock_owner <> :owner
+        LOCK IN SHARE MODE SKIP LOCKED)))
 ON DUPLICATE KEY UPDATE
     fencing_token = IF(locked AND expires_at > VALUES(lock_time) AND hold_count > 0,
                        fencing_token,

@@ -310,7 +310,12 @@ pub(crate) async fn force_release<B: Backend>(
     let Some(mut tx) = gated(b, k.0).await? else {
         return Ok(None);
     };
-    let released = b.force_release(On::Conn(&mut *tx), k).await?;
+    let released = match b.force_release(On::Conn(&mut *tx), k).await {
+        // MariaDB: the new token's sequence was being written by another transaction
+        // (a NEXTVAL in an explicit transaction waits for nothing): tried again.
+        Err(e) if B::is_sequence_busy(&e) => None,
+        released => released?,
+    };
     if released.is_some() {
         hand_on(b, &mut tx, k.0, false).await?;
         tx.commit().await?;

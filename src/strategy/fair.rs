@@ -230,6 +230,8 @@ async fn wait(
         // When the waiter joined (as of its first look behind the first) and how many
         // were ahead then: the queue's pace since.
         let mut joined: Option<(Instant, i64)> = None;
+        // Whether the last step only renewed the place, leaving the standing unread.
+        let mut unread = false;
         loop {
             if tx.is_closed() {
                 settle(handle, &place, standing).await;
@@ -301,6 +303,18 @@ async fn wait(
             // longer than a third of its TTL before the next look.
             let next_look = if first { head_cap } else { behind };
             let due = sent + next_look >= renewed + renew;
+            // Two places or more from the first, a renewal that falls due is the look
+            // itself: one statement, not a renewal and a read. The standing is read at
+            // the next look, which comes before the queue, at its pace, can have made
+            // this waiter the first (see `behind_delay`); never two such looks in a
+            // row, so that a short TTL, with which every look falls due, still reads
+            // the standing every other look.
+            let renew_only = match (&named, &standing) {
+                (None, Standing::Waiting { ahead, free }) if due && !unread && *ahead > 1 => {
+                    Some((*ahead, *free))
+                }
+                _ => None,
+            };
             let step = match named {
                 // The grant's token came with the notification: taken up at once.
                 Some((token, _)) if token > 0 => db.fair_claim(&place, token).await,
@@ -326,21 +340,15 @@ async fn wait(
                     }
                     stood => stood,
                 },
-                // Two places or more from the first, a renewal that falls due is the
-                // look itself: one statement, not a renewal and a read. The standing
-                // is read at the next look, which comes before the queue, at its pace,
-                // can have made this waiter the first (see `behind_delay`).
-                None => match standing {
-                    Standing::Waiting { ahead, free } if due && ahead > 1 => {
-                        db.fair_renew(&place).await.map(|live| {
-                            if live {
-                                Standing::Waiting { ahead, free }
-                            } else {
-                                Standing::Gone
-                            }
-                        })
-                    }
-                    _ => db.fair_stand(&place, due).await,
+                None => match renew_only {
+                    Some((ahead, free)) => db.fair_renew(&place).await.map(|live| {
+                        if live {
+                            Standing::Waiting { ahead, free }
+                        } else {
+                            Standing::Gone
+                        }
+                    }),
+                    None => db.fair_stand(&place, due).await,
                 },
             };
             // Only a step that went through renewed the place: the grant a later
@@ -348,6 +356,7 @@ async fn wait(
             if due && step.is_ok() && !matches!(named, Some((t, _)) if t > 0) {
                 renewed = sent;
             }
+            unread = renew_only.is_some();
             standing = match step {
                 Ok(standing) => standing,
                 // Another transaction held a row the step needed: try again later.
