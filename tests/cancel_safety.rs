@@ -5,27 +5,14 @@
 
 mod common;
 
+use common::eventually;
+
 use std::time::Duration;
 
 use sqlock::Strategy;
 
 /// The strategies whose acquisition these tests cut off.
 const STRATEGIES: [Strategy; 3] = [Strategy::Lease, Strategy::Insert, Strategy::Fair];
-
-/// Waits, up to a bound, until `f` holds; the background releases take a moment.
-async fn eventually<F, Fut>(mut f: F) -> anyhow::Result<bool>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<bool>>,
-{
-    for _ in 0..500 {
-        if f().await? {
-            return Ok(true);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Ok(false)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_cut_off_by_timeouts_leaks_nothing() -> anyhow::Result<()> {

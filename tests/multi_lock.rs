@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::eventually;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,21 +16,6 @@ use sqlock::{Dialect, Error, Strategy};
 
 /// A bound on waits that are expected to end much sooner.
 const DEADLINE: Duration = Duration::from_secs(30);
-
-/// Waits, up to a bound, until `f` holds; background releases take a moment.
-async fn eventually<F, Fut>(mut f: F) -> anyhow::Result<bool>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<bool>>,
-{
-    for _ in 0..1000 {
-        if f().await? {
-            return Ok(true);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Ok(false)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_keys_or_none() -> anyhow::Result<()> {

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::eventually;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,21 +15,6 @@ use sqlock::{Error, Strategy, SweepOptions};
 
 /// A bound on waits that are expected to end much sooner.
 const DEADLINE: Duration = Duration::from_secs(30);
-
-/// Waits, up to a bound, until `f` holds.
-async fn eventually<F, Fut>(mut f: F) -> anyhow::Result<bool>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<bool>>,
-{
-    for _ in 0..1000 {
-        if f().await? {
-            return Ok(true);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Ok(false)
-}
 
 /// How many live rows of the table have a key starting with `prefix`.
 async fn live(b: &common::Backend, pool: &sqlock::DbPool, prefix: &str) -> anyhow::Result<i64> {

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::eventually;
+
 use std::io::Write;
 use std::time::Duration;
 
@@ -289,21 +291,6 @@ async fn live(pool: &PgPool, table: &str, prefix: &str) -> anyhow::Result<i64> {
     .bind(prefix)
     .fetch_one(pool)
     .await?)
-}
-
-/// Waits, up to a bound, until `f` holds.
-async fn eventually<F, Fut>(mut f: F) -> anyhow::Result<bool>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<bool>>,
-{
-    for _ in 0..1000 {
-        if f().await? {
-            return Ok(true);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Ok(false)
 }
 
 /// rw_readers as the library sends it, with values bound: the live reads of `name`

@@ -5,24 +5,11 @@
 
 mod common;
 
+use common::eventually;
+
 use std::time::Duration;
 
 use sqlock::{Dialect, Error, Locker};
-
-/// Waits, up to a bound, until `f` holds; the background releases take a moment.
-async fn eventually<F, Fut>(mut f: F) -> anyhow::Result<bool>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<bool>>,
-{
-    for _ in 0..1000 {
-        if f().await? {
-            return Ok(true);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Ok(false)
-}
 
 async fn fresh(b: &common::Backend) -> anyhow::Result<()> {
     let locker = b.locker().await?;

@@ -28,6 +28,23 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 pub const POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 pub const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
 
+/// Waits until `f` holds, polling every 10 ms for 30 s at most (background releases and
+/// renewals take a moment on a loaded machine): whether it held.
+pub async fn eventually<F, Fut>(mut f: F) -> anyhow::Result<bool>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tokio::time::Instant::now() < deadline {
+        if f().await? {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f().await
+}
+
 /// One database to run a test on, with a lock table named after the test.
 #[derive(Debug, Clone)]
 pub struct Backend {
