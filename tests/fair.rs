@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::fair::{lockers, queued, until};
+use common::fair::{lockers, queued, take_turn, until};
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -221,12 +221,7 @@ async fn a_waiter_that_stops_waiting_passes_its_turn_on() -> anyhow::Result<()> 
             let quitting = tokio::spawn(async move { quitter.acquire(&k).await.map(drop) });
             until(|| async { Ok(queued(&b, &holder, &key).await? == 1) }).await?;
             let k = key.clone();
-            let waiting = tokio::spawn(async move {
-                let g = next.acquire(&k).await?;
-                let token = g.fencing_token();
-                g.release().await?;
-                Ok::<_, sqlock::Error>(token)
-            });
+            let waiting = take_turn(next, k);
             until(|| async { Ok(queued(&b, &holder, &key).await? == 2) }).await?;
             // The first waiter's future is dropped: it leaves the queue.
             quitting.abort();
@@ -277,19 +272,9 @@ async fn places_outlive_their_ttl_whatever_the_poll_interval() -> anyhow::Result
         let guard = holder.acquire(key).await?;
         let (first, second) = (slow.new_handle(), slow.new_handle());
         let first_owner = first.owner().to_string();
-        let waiting_first = tokio::spawn(async move {
-            let g = first.acquire(key).await?;
-            let token = g.fencing_token();
-            g.release().await?;
-            Ok::<_, sqlock::Error>(token)
-        });
+        let waiting_first = take_turn(first, key);
         until(|| async { Ok(queued(&b, &holder, key).await? == 1) }).await?;
-        let waiting_second = tokio::spawn(async move {
-            let g = second.acquire(key).await?;
-            let token = g.fencing_token();
-            g.release().await?;
-            Ok::<_, sqlock::Error>(token)
-        });
+        let waiting_second = take_turn(second, key);
         until(|| async { Ok(queued(&b, &holder, key).await? == 2) }).await?;
         // The places' first expiry, then the database clock past it, both places live.
         let places = places_sql(&b);
@@ -343,12 +328,7 @@ async fn waiters_far_back_with_a_short_ttl_learn_of_their_turn() -> anyhow::Resu
         let mut waiting = Vec::new();
         for n in 1..=3 {
             let w = short.new_handle();
-            waiting.push(tokio::spawn(async move {
-                let g = w.acquire(key).await?;
-                let token = g.fencing_token();
-                g.release().await?;
-                Ok::<_, sqlock::Error>(token)
-            }));
+            waiting.push(take_turn(w, key));
             until(|| async { Ok(queued(&b, &holder, key).await? == n) }).await?;
         }
         // Long enough for several looks of each, every one of them due.
@@ -675,12 +655,7 @@ async fn a_grant_handed_to_a_waiter_that_left_goes_on() -> anyhow::Result<()> {
         let leaving_owner = leaving.owner().to_string();
         let quitting = tokio::spawn(async move { leaving.acquire(key).await.map(drop) });
         until(|| async { Ok(queued(&b, &holder, key).await? == 1) }).await?;
-        let waiting = tokio::spawn(async move {
-            let g = next.acquire(key).await?;
-            let token = g.fencing_token();
-            g.release().await?;
-            Ok::<_, sqlock::Error>(token)
-        });
+        let waiting = take_turn(next, key);
         until(|| async { Ok(queued(&b, &holder, key).await? == 2) }).await?;
         // Handed to the first waiter, which has not taken it up yet.
         assert!(guard.release().await?);

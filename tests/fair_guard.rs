@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::fair::{lockers, queued, until};
+use common::fair::{lockers, queued, take_turn, until};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -146,12 +146,7 @@ async fn force_release_fires_lost_and_hands_on() -> anyhow::Result<()> {
             until(|| async { Ok(queued(&b, &holder, &key).await? == 1) }).await?;
             let next = holder.new_handle();
             let k = key.clone();
-            let behind = tokio::spawn(async move {
-                let g = next.acquire(&k).await?;
-                let token = g.fencing_token();
-                assert!(g.release().await?);
-                Ok::<_, sqlock::Error>(token)
-            });
+            let behind = take_turn(next, k);
             until(|| async { Ok(queued(&b, &holder, &key).await? == 2) }).await?;
 
             let operator = holder.new_handle();

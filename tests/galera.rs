@@ -245,43 +245,57 @@ async fn multi_locks_across_galera_nodes() -> anyhow::Result<()> {
     type Held = (HashSet<String>, HashMap<String, i64>);
     let held: Arc<Mutex<Held>> = Arc::default();
     let sets: [&[&str]; 3] = [&["a", "b"], &["b", "c"], &["a", "c"]];
-    let mut tasks = tokio::task::JoinSet::new();
-    for (n, pool) in pools.iter().enumerate() {
-        for t in 0..2 {
-            let locker = Locker::builder(pool.clone()).table(&first.table).build()?;
-            let set = sets[(n + t) % sets.len()];
-            let held = held.clone();
-            tasks.spawn(async move {
-                for _ in 0..10 {
-                    let guard = locker
-                        .lock_many(set)
-                        .acquire_timeout(Duration::from_secs(60))
-                        .await?;
-                    {
-                        let (now, last) = &mut *held.lock().unwrap();
-                        for (key, token) in guard.tokens() {
-                            anyhow::ensure!(now.insert(key.to_owned()), "{key} held twice");
-                            let prev = last.insert(key.to_owned(), token).unwrap_or(0);
-                            anyhow::ensure!(token > prev, "{key}: token {token} after {prev}");
+    // Rounds of 60 sets until the nodes' counters show a conflict the library retried
+    // (at most 20 rounds): a run without one would have tested nothing.
+    let mut rounds = 0;
+    let mut seen = 0;
+    while seen == 0 && rounds < 20 {
+        rounds += 1;
+        let mut tasks = tokio::task::JoinSet::new();
+        for (n, pool) in pools.iter().enumerate() {
+            for t in 0..2 {
+                let locker = Locker::builder(pool.clone()).table(&first.table).build()?;
+                let set = sets[(n + t) % sets.len()];
+                let held = held.clone();
+                tasks.spawn(async move {
+                    for _ in 0..10 {
+                        let guard = locker
+                            .lock_many(set)
+                            .acquire_timeout(Duration::from_secs(60))
+                            .await?;
+                        {
+                            let (now, last) = &mut *held.lock().unwrap();
+                            for (key, token) in guard.tokens() {
+                                anyhow::ensure!(now.insert(key.to_owned()), "{key} held twice");
+                                let prev = last.insert(key.to_owned(), token).unwrap_or(0);
+                                anyhow::ensure!(token > prev, "{key}: token {token} after {prev}");
+                            }
                         }
-                    }
-                    tokio::time::sleep(Duration::from_millis(fastrand::u64(1..10))).await;
-                    {
-                        let (now, _) = &mut *held.lock().unwrap();
-                        for key in guard.keys() {
-                            now.remove(key);
+                        tokio::time::sleep(Duration::from_millis(fastrand::u64(1..10))).await;
+                        {
+                            let (now, _) = &mut *held.lock().unwrap();
+                            for key in guard.keys() {
+                                now.remove(key);
+                            }
                         }
+                        anyhow::ensure!(guard.release().await?, "a key was lost while held");
                     }
-                    anyhow::ensure!(guard.release().await?, "a key was lost while held");
-                }
-                anyhow::Ok(())
-            });
+                    anyhow::Ok(())
+                });
+            }
         }
+        while let Some(done) = tasks.join_next().await {
+            done??;
+        }
+        seen = conflicts(&nodes, &pools).await? - before;
     }
-    while let Some(done) = tasks.join_next().await {
-        done??;
-    }
-    let seen = conflicts(&nodes, &pools).await? - before;
-    println!("multi-locks: 60 sets granted, {seen} certification failures and aborts, all retried");
+    println!(
+        "multi-locks: {} sets granted, {seen} certification failures and aborts, all retried",
+        rounds * 60
+    );
+    assert!(
+        seen > 0,
+        "the multi-locks never conflicted across nodes: they tested nothing"
+    );
     Ok(())
 }

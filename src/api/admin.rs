@@ -104,13 +104,14 @@ impl Locker {
         let k = Key(key);
         // A fair lock's waiters get it next, in their order, in the release's own
         // transaction.
-        match retry_failure(|| self.shared.db.force_release(&k)).await {
-            Ok(released) => Ok(released),
-            Err(f) if f.class == Class::Contention => Err(Error::RowLocked {
-                key: key.to_owned(),
-            }),
-            Err(f) => Err(f.error),
-        }
+        retry_failure(|| self.shared.db.force_release(&k))
+            .await
+            .map_err(|f| match f.class {
+                Class::Contention => Error::RowLocked {
+                    key: key.to_owned(),
+                },
+                _ => f.error,
+            })
     }
 
     /// The locks held now in this handle's table, whoever holds them, ordered by key

@@ -221,10 +221,10 @@ async fn wait(
         let wake = subscribe(handle, place.ticket);
         // When the place was last renewed (as of the statement's sending).
         let mut renewed = sent;
-        // The first waiter's polls, at most this far apart.
-        // A poll interval longer than that is cut to it: every look may renew the
-        // place, and a place left unrenewed for a TTL lapses (its waiter then joins
-        // again at the back).
+        // The first waiter's polls, at most this far apart: a poll interval longer
+        // than a third of the TTL is cut to it, since every look may renew the place,
+        // and a place left unrenewed for a TTL lapses (its waiter then joins again at
+        // the back).
         let head_cap = settings.poll_max.min(renew);
         let mut backoff = Backoff::new(settings.poll_min.min(head_cap), head_cap);
         // When the waiter joined (as of its first look behind the first) and how many

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use sqlock::{Dialect, Locker, Strategy};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::Backend;
@@ -56,4 +57,16 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(())
+}
+
+/// A waiter's turn, in a task of its own: `locker` waits for `key`, gives it back at
+/// once (it must still have been its own) and answers the fencing token it was granted.
+pub fn take_turn(locker: Locker, key: impl Into<String>) -> JoinHandle<anyhow::Result<i64>> {
+    let key = key.into();
+    tokio::spawn(async move {
+        let g = locker.acquire(&key).await?;
+        let token = g.fencing_token();
+        anyhow::ensure!(g.release().await?, "{key}: lost while held");
+        Ok(token)
+    })
 }
