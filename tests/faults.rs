@@ -641,6 +641,9 @@ impl Workload {
         // early when the run ends; each says what its rules dropped.
         let mut cuts = tokio::task::JoinSet::new();
         let (end_cuts, cuts_ended) = tokio::sync::watch::channel(false);
+        // The first faults go through every kind in turn, so that each kind is met at
+        // least once in a run (the phase's check asserts it); the rest are drawn.
+        let mut injections = 0usize;
         while Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(fastrand::u64(300..800))).await;
             while let Some(healed) = cuts.try_join_next() {
@@ -673,7 +676,14 @@ impl Workload {
             if slot.paused.load(Ordering::Relaxed) {
                 continue;
             }
-            match kinds[fastrand::usize(..kinds.len())] {
+            let mut distinct = kinds.clone();
+            distinct.dedup();
+            let kind = match distinct.get(injections) {
+                Some(&kind) => kind,
+                None => kinds[fastrand::usize(..kinds.len())],
+            };
+            injections += 1;
+            match kind {
                 "kill" => {
                     let n = common::kill::kill(b, &admin, &slot.tag).await.unwrap_or(0);
                     injected.kill_rounds.fetch_add(1, Ordering::Relaxed);
