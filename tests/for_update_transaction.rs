@@ -263,8 +263,28 @@ async fn mariadb_deadlock_victim_ends_the_lock() -> anyhow::Result<()> {
             );
             let started = std::time::Instant::now();
             while b.scalar(&admin, &waiting).await? == 0 {
-                assert!(started.elapsed() < GUARD, "the other session never waited");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                // Said apart, so that a failure here tells which it was: the update
+                // went through (the lent transaction held no row lock) or it waited
+                // where the server does not show it.
+                if blocked.is_finished() {
+                    let (_, r) = blocked.await?;
+                    anyhow::bail!("the other session's update did not wait: {r:?}");
+                }
+                if started.elapsed() > GUARD {
+                    let seen: Vec<(u64, String)> = sqlx::query_as(
+                        "SELECT trx_mysql_thread_id, trx_state FROM information_schema.INNODB_TRX",
+                    )
+                    .fetch_all(my(&admin))
+                    .await?;
+                    anyhow::bail!(
+                        "the other session (connection {other_id}) never showed a lock \
+                         wait; transactions seen: {seen:?}"
+                    );
+                }
+                // InnoDB refreshes the snapshot INNODB_TRX is read from only when it
+                // has not been read for 100 ms: a faster poll would see the snapshot
+                // taken before the other session began to wait, for ever.
+                tokio::time::sleep(Duration::from_millis(250)).await;
             }
             let e = lent
                 .execute(sqlx::AssertSqlSafe(format!(

@@ -65,14 +65,14 @@ async fn replicated(nodes: &[common::Backend]) -> anyhow::Result<()> {
         return Ok(());
     };
     let first_pool = pool(first).await?;
-    let expected = first.scalar(&first_pool, &columns(first)).await?;
+    let expected = column_count(first, &first_pool, &columns(first)).await?;
     first_pool.close().await;
     anyhow::ensure!(expected > 0, "the table is not on {}", first.url());
     for b in nodes {
         let pool = pool(b).await?;
         let mut seen = false;
         for _ in 0..200 {
-            if b.scalar(&pool, &columns(b)).await? == expected {
+            if column_count(b, &pool, &columns(b)).await? == expected {
                 seen = true;
                 break;
             }
@@ -86,6 +86,30 @@ async fn replicated(nodes: &[common::Backend]) -> anyhow::Result<()> {
         pool.close().await;
     }
     Ok(())
+}
+
+/// The count of the table's columns on one node. A read of the schema takes metadata
+/// locks, and a node aborts it with a deadlock error (1213) when a schema change of
+/// another test, replicated in total order, needs them: the read is then asked again.
+async fn column_count(b: &common::Backend, pool: &DbPool, sql: &str) -> anyhow::Result<i64> {
+    let mut aborted = 0;
+    loop {
+        match b.scalar(pool, sql).await {
+            Ok(n) => return Ok(n),
+            Err(e) if aborted < 20 && is_deadlock(&e) => {
+                aborted += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn is_deadlock(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<sqlx::Error>()
+        .and_then(|e| e.as_database_error())
+        .and_then(|e| e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .is_some_and(|e| e.number() == 1213)
 }
 
 async fn contention_across_nodes(name: &str, strategy: Strategy) -> anyhow::Result<()> {
