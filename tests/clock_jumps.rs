@@ -132,7 +132,8 @@ async fn a_forward_jump_deposes_leases_and_the_fence_and_renewal_notice() -> any
             // it, not at the holder's own count of its 20 s. The next renewal starts
             // within a period of the jump and answers within one (a renewal is given
             // a period), so two measured periods bound it; one in flight at the jump
-            // may still have renewed.
+            // may still have renewed. Two seconds of slack for a busy machine still
+            // tell it from the holder's own count of its 20 s.
             let (reason, at) = timeout(TTL - Duration::from_secs(5), fired)
                 .await
                 .unwrap_or_else(|_| {
@@ -144,9 +145,9 @@ async fn a_forward_jump_deposes_leases_and_the_fence_and_renewal_notice() -> any
             let after = at.saturating_duration_since(jumped);
             println!("{what}: lost ({reason}) {after:?} after the jump, renewal period {period:?}");
             assert!(
-                after <= period * 2,
+                after <= period * 2 + Duration::from_secs(2),
                 "{what}: lost() fired {after:?} after the jump, past two renewal periods \
-                 ({period:?} each, measured)"
+                 ({period:?} each, measured) and slack"
             );
             assert!(!held.release().await?, "{what}: the deposed release");
             assert!(fence_admits(&pool, &taken).await?, "{what}: the new holder");

@@ -24,7 +24,9 @@ use tokio::time::Instant;
 
 const PRIMARY_URL: &str = "postgres://postgres@127.0.0.1:5434/test";
 const STANDBY_URL: &str = "postgres://postgres@127.0.0.1:5435/test";
-const TTL: Duration = Duration::from_secs(10);
+/// Long beside the failover (a few seconds of stopping and promoting, on a busy
+/// machine more), so that renewals resuming before it is the thing tested.
+const TTL: Duration = Duration::from_secs(30);
 
 /// A TCP relay on a loopback port of its own that forwards each new connection to
 /// the port it is pointed at now.

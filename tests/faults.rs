@@ -500,6 +500,8 @@ impl Slot {
 struct Collected {
     events: Mutex<Vec<Event>>,
     errors: AtomicUsize,
+    /// The tasks reading the workers' output, each done at its worker's end of output.
+    readers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 struct Workload {
@@ -569,8 +571,9 @@ impl Workload {
             .spawn()?;
         let holding = Arc::new(AtomicBool::new(false));
         let out = child.stdout.take().context("worker stdout")?;
-        let (flag, collected) = (holding.clone(), collected.clone());
-        tokio::spawn(async move {
+        let (flag, events) = (holding.clone(), collected.clone());
+        let reader = tokio::spawn(async move {
+            let collected = events;
             let mut lines = BufReader::new(out).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Some(e) = Event::parse(&line) {
@@ -582,6 +585,7 @@ impl Workload {
                 }
             }
         });
+        collected.readers.lock().unwrap().push(reader);
         Ok(Slot {
             tag,
             cgroup,
@@ -771,8 +775,13 @@ impl Workload {
                 Err(_) => anyhow::bail!("{}: a worker did not stop", self.name()),
             }
         }
-        // Let the readers drain what the workers printed last.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Every line the workers printed, read to the end of their output.
+        let readers = std::mem::take(&mut *collected.readers.lock().unwrap());
+        for reader in readers {
+            tokio::time::timeout(Duration::from_secs(30), reader)
+                .await
+                .with_context(|| format!("{}: a worker's output never ended", self.name()))??;
+        }
         let events = collected.events.lock().unwrap().clone();
         let (counter, writes) = side_tables(&b.table);
         let scalar = |sql: String| {

@@ -382,13 +382,8 @@ async fn processes_read_and_write_with_a_kill_and_a_pause() -> anyhow::Result<()
         let _ = std::fs::remove_dir_all(&marks);
         std::fs::create_dir_all(&marks)?;
         let mut lines = Lines::new();
-        // A reader that holds until it is killed.
-        let mut victim = spawn(&b, "reader-victim", 0, &lines, &marks)?;
-        let held = lines
-            .until("the victim's read", |l| l.worker == 0 && l.what == "grant")
-            .await?;
-        // Two readers beside the victim, that hold at once for sure: each releases its
-        // first read only once the other holds too.
+        // Two readers that hold at once for sure: each releases its first read only
+        // once the other holds too.
         let mut workers = Vec::new();
         for i in 1..=2 {
             workers.push(spawn(&b, "pair-reader", i, &lines, &marks)?);
@@ -400,8 +395,14 @@ async fn processes_read_and_write_with_a_kill_and_a_pause() -> anyhow::Result<()
                 })
                 .await?;
         }
-        // The writers come after both hold (a waiting writer would keep the second of
-        // the pair out).
+        // A reader that holds until it is killed, killed as soon as it holds (starting
+        // other processes beside it could starve its renewals on a busy machine), and
+        // the writers, which come after the pair holds (a waiting writer would keep the
+        // second of the pair out) and after the victim's read.
+        let mut victim = spawn(&b, "reader-victim", 0, &lines, &marks)?;
+        let held = lines
+            .until("the victim's read", |l| l.worker == 0 && l.what == "grant")
+            .await?;
         for i in 3..=4 {
             workers.push(spawn(&b, "writer", i, &lines, &marks)?);
         }

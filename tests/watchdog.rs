@@ -58,7 +58,8 @@ async fn a_thousand_leases_cost_at_most_two_statements_a_tick() -> anyhow::Resul
         tokio::time::sleep(Duration::from_millis(3_200)).await;
         let other = b.locker().await?;
         assert!(other.force_release("lease-7").await?);
-        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        // The next tick finds the loss; a bound only, as a tick may be late.
+        tokio::time::timeout(Duration::from_secs(30), guards[7].lost().wait()).await?;
         let s = a.watchdog_stats();
         let ticks = s.ticks - before.ticks;
         let statements = s.statements - before.statements;
@@ -129,39 +130,54 @@ async fn force_release_fires_the_lost_signal_within_a_period() -> anyhow::Result
 async fn release_and_drop_stop_renewal_at_once() -> anyhow::Result<()> {
     for b in common::backends("wd_stop").await {
         let a = b.fresh_table().await?;
-        let ttl = Duration::from_millis(300); // renewed every 100 ms
-                                              // A lease kept the whole time, so the watchdog keeps ticking.
+        let ttl = Duration::from_secs(3); // renewed every second
+                                          // A lease kept the whole time, so the watchdog keeps ticking.
         let keep = a.lock("keep").ttl(ttl).try_acquire().await?.expect("keep");
         let released = a.lock("released").ttl(ttl).try_acquire().await?.expect("r");
         let dropped = a.lock("dropped").ttl(ttl).try_acquire().await?.expect("d");
         assert!(released.release().await?);
         drop(dropped);
-        tokio::time::sleep(Duration::from_millis(100)).await; // the background release
         let t = b.quoted();
-        let stamp =
+        let pool = a.pool().clone();
+        let free =
             |key: &str| format!("SELECT COUNT(*) FROM {t} WHERE lock_key = '{key}' AND NOT locked");
+        // The dropped guard's release runs in the background.
+        let dropped_free = common::eventually(|| {
+            let (b, pool, sql) = (&b, &pool, free("dropped"));
+            async move { Ok(b.scalar(pool, &sql).await? == 1) }
+        })
+        .await?;
+        assert!(
+            dropped_free,
+            "{}: the dropped guard's row stayed held",
+            b.dialect
+        );
         let snapshot = |key: &str| {
             format!(
                 "SELECT COUNT(*) FROM {t} WHERE lock_key = '{key}' AND lock_time = (SELECT lock_time FROM sqlock_snap WHERE k = '{key}')"
             )
         };
-        let pool = a.pool().clone();
         b.script(&pool, "DROP TABLE IF EXISTS sqlock_snap").await?;
         b.script(
             &pool,
             &format!("CREATE TABLE sqlock_snap AS SELECT lock_key AS k, lock_time FROM {t}"),
         )
         .await?;
+        // Two ticks at least after the snapshot, one of which renewed the kept lease:
+        // a renewal of the others would have come with it.
         let ticks = a.watchdog_stats().ticks;
-        tokio::time::sleep(Duration::from_millis(600)).await;
-        assert!(
-            a.watchdog_stats().ticks >= ticks + 3,
-            "{}: the watchdog stopped",
-            b.dialect
-        );
+        let renewed =
+            common::eventually(|| {
+                let (a, b, pool, sql) = (&a, &b, &pool, snapshot("keep"));
+                async move {
+                    Ok(a.watchdog_stats().ticks >= ticks + 2 && b.scalar(pool, &sql).await? == 0)
+                }
+            })
+            .await?;
+        assert!(renewed, "{}: the watchdog stopped renewing keep", b.dialect);
         for key in ["released", "dropped"] {
             assert_eq!(
-                b.scalar(&pool, &stamp(key)).await?,
+                b.scalar(&pool, &free(key)).await?,
                 1,
                 "{} {key} is free",
                 b.dialect
@@ -173,11 +189,6 @@ async fn release_and_drop_stop_renewal_at_once() -> anyhow::Result<()> {
                 b.dialect
             );
         }
-        assert_eq!(
-            b.scalar(&pool, &snapshot("keep")).await?,
-            0,
-            "keep was renewed"
-        );
         assert!(keep.release().await?);
         b.script(&pool, "DROP TABLE sqlock_snap").await?;
     }
@@ -230,14 +241,20 @@ async fn with_lock_cancels_the_work_when_the_lock_is_lost() -> anyhow::Result<()
     for b in common::backends("wd_with_lock").await {
         let a = b.fresh_table().await?;
         let operator = b.locker().await?;
+        // The operator releases the key once the work has begun, so under the lock.
+        let (begun, started) = tokio::sync::oneshot::channel::<()>();
         let killer = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            operator.force_release("k").await
+            started.await?;
+            operator
+                .force_release("k")
+                .await
+                .map_err(anyhow::Error::from)
         });
         let result = a
             .lock("k")
-            .ttl(Duration::from_millis(600))
-            .run(|_token| async {
+            .ttl(Duration::from_secs(3))
+            .run(|_token| async move {
+                let _ = begun.send(());
                 tokio::time::sleep(Duration::from_secs(30)).await;
                 "finished"
             })

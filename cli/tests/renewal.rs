@@ -20,7 +20,14 @@ fn no_wait_is_refused_while_a_renewed_holder_runs() {
         let what = format!("{} {strategy}", b.name);
         let k = key(&format!("renewal-{strategy}"));
         let ready = b.path(&format!("{strategy}.ready"));
-        let script = format!("echo held > {}; sleep 7", ready.display());
+        let done = b.path(&format!("{strategy}.done"));
+        // Held until the probes are over (a minute at most): a fixed sleep would have
+        // to outlast the probes' own start on a busy machine.
+        let script = format!(
+            "echo held > {}; i=0; while [ ! -e {} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done",
+            ready.display(),
+            done.display()
+        );
         let log = format!("{strategy}-holder");
         let mut holder = b.spawn(
             &log,
@@ -54,6 +61,7 @@ fn no_wait_is_refused_while_a_renewed_holder_runs() {
                 stderr(&probe)
             );
         }
+        std::fs::write(&done, "done").expect("the done mark");
         assert_eq!(
             wait_exit(&mut holder, Duration::from_secs(20)),
             0,
