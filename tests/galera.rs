@@ -40,6 +40,10 @@ async fn nodes(name: &str) -> Vec<common::Backend> {
     out
 }
 
+/// Held by each test that counts the nodes' conflicts for the whole of it: the counts
+/// are the servers', and another such test's conflicts must not pass for its own.
+static COUNTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn pool(b: &common::Backend) -> anyhow::Result<DbPool> {
     Ok(MySqlPoolOptions::new()
         .max_connections(4)
@@ -113,6 +117,7 @@ fn is_deadlock(e: &anyhow::Error) -> bool {
 }
 
 async fn contention_across_nodes(name: &str, strategy: Strategy) -> anyhow::Result<()> {
+    let _counting = COUNTING.lock().await;
     let nodes = nodes(name).await;
     let Some(first) = nodes.first() else {
         return Ok(());
@@ -254,6 +259,7 @@ async fn multi_locks_across_galera_nodes() -> anyhow::Result<()> {
     use std::collections::{HashMap, HashSet};
     use std::sync::{Arc, Mutex};
 
+    let _counting = COUNTING.lock().await;
     let nodes = nodes("galera_multi").await;
     let Some(first) = nodes.first() else {
         return Ok(());
