@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::fair::{lockers, queued, take_turn, until};
+use common::fair::{self, lockers, queued, take_turn, until};
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -255,12 +255,7 @@ async fn a_waiter_that_stops_waiting_passes_its_turn_on() -> anyhow::Result<()> 
 async fn places_outlive_their_ttl_whatever_the_poll_interval() -> anyhow::Result<()> {
     for b in common::backends("fair_slow_polls").await {
         b.fresh_table().await?;
-        let holder = b
-            .builder()
-            .await?
-            .strategy(Strategy::Fair)
-            .ttl(Duration::from_secs(60))
-            .build()?;
+        let holder = fair::locker(&b, Duration::from_secs(60)).await?;
         let slow = b
             .builder()
             .await?
@@ -311,18 +306,8 @@ async fn places_outlive_their_ttl_whatever_the_poll_interval() -> anyhow::Result
 async fn waiters_far_back_with_a_short_ttl_learn_of_their_turn() -> anyhow::Result<()> {
     for b in common::backends("fair_short_ttl").await {
         b.fresh_table().await?;
-        let holder = b
-            .builder()
-            .await?
-            .strategy(Strategy::Fair)
-            .ttl(Duration::from_secs(60))
-            .build()?;
-        let short = b
-            .builder()
-            .await?
-            .strategy(Strategy::Fair)
-            .ttl(Duration::from_secs(3))
-            .build()?;
+        let holder = fair::locker(&b, Duration::from_secs(60)).await?;
+        let short = fair::locker(&b, Duration::from_secs(3)).await?;
         let key = "short";
         let guard = holder.acquire(key).await?;
         let mut waiting = Vec::new();
@@ -390,12 +375,7 @@ fn places_sql(b: &common::Backend) -> PlacesSql {
 async fn try_acquire_never_jumps_the_queue() -> anyhow::Result<()> {
     for b in common::backends("fair_try").await {
         b.fresh_table().await?;
-        let holder = b
-            .builder()
-            .await?
-            .strategy(Strategy::Fair)
-            .ttl(Duration::from_secs(10))
-            .build()?;
+        let holder = fair::locker(&b, Duration::from_secs(10)).await?;
         let key = "try";
         // Free and nobody queued: taken at once, and re-entered by its holder.
         let crashing = holder.new_handle();

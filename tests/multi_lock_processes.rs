@@ -25,7 +25,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context;
-use common::history::{self, Event, Kind};
+use common::history::{self, Event, GrantedAt, Kind};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use sqlock::Dialect;
@@ -56,28 +56,13 @@ enum Said {
     GrantedAt(GrantedAt),
 }
 
-/// When the database granted a key (µs on its clock): `GRANTED_AT key owner token us`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct GrantedAt {
-    key: String,
-    owner: String,
-    token: i64,
-    db_us: i64,
-}
-
 fn parse(line: &str) -> Option<Said> {
     // The test harness may print its own words before a line of ours.
     if line.contains("READY") {
         return Some(Said::Ready);
     }
-    if let Some(at) = line.find("GRANTED_AT ") {
-        let mut f = line[at + "GRANTED_AT ".len()..].split(' ');
-        return Some(Said::GrantedAt(GrantedAt {
-            key: f.next()?.to_owned(),
-            owner: f.next()?.to_owned(),
-            token: f.next()?.parse().ok()?,
-            db_us: f.next()?.parse().ok()?,
-        }));
+    if let Some(g) = GrantedAt::parse(line) {
+        return Some(Said::GrantedAt(g));
     }
     Event::parse(&line[line.find("EVENT ")?..]).map(Said::Event)
 }
@@ -152,7 +137,10 @@ async fn multi_worker_process() -> anyhow::Result<()> {
         anyhow::ensure!(tokens.len() == keys.len(), "not every key held: {tokens:?}");
         for g in guard.guards() {
             let at = g.expires_at().timestamp_micros() - ttl_us;
-            println!("GRANTED_AT {} {owner} {} {at}", g.key(), g.fencing_token());
+            println!(
+                "{}",
+                GrantedAt::line(g.key(), &owner, g.fencing_token(), at)
+            );
         }
         say(Kind::Grant, &tokens, &owner, sent, ack);
         if role == "victim" {

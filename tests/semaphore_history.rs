@@ -22,7 +22,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context;
-use common::history::{now, DbClock, Event, Kind};
+use common::history::{now, DbClock, Event, GrantedAt, Kind};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use sqlock::{Dialect, Locker, SemaphoreGuard};
@@ -63,30 +63,8 @@ fn granted_at_lines(g: &SemaphoreGuard, owner: &str) -> Vec<String> {
     g.keys()
         .into_iter()
         .zip(g.fencing_tokens())
-        .map(|(key, token)| format!("GRANTED_AT {key} {owner} {token} {at}"))
+        .map(|(key, token)| GrantedAt::line(key, owner, token, at))
         .collect()
-}
-
-/// A grant's slot, owner and token, and its time on the database clock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct GrantedAt {
-    key: String,
-    owner: String,
-    token: i64,
-    db_us: i64,
-}
-
-impl GrantedAt {
-    fn parse(line: &str) -> Option<Self> {
-        let at = line.find("GRANTED_AT ")?;
-        let mut f = line[at + "GRANTED_AT ".len()..].split(' ');
-        Some(Self {
-            key: f.next()?.to_owned(),
-            owner: f.next()?.to_owned(),
-            token: f.next()?.parse().ok()?,
-            db_us: f.next()?.parse().ok()?,
-        })
-    }
 }
 
 /// The events of a guard's grant (or release), one per permit.

@@ -32,6 +32,15 @@ pub async fn lockers(b: &Backend, ttl: Duration) -> anyhow::Result<Vec<(bool, Lo
     Ok(out)
 }
 
+/// A fair handle on `b` with `ttl`, polling as the defaults say.
+pub async fn locker(b: &Backend, ttl: Duration) -> anyhow::Result<Locker> {
+    Ok(b.builder()
+        .await?
+        .strategy(Strategy::Fair)
+        .ttl(ttl)
+        .build()?)
+}
+
 /// The places in `key`'s queue, live or not.
 pub async fn queued(b: &Backend, locker: &Locker, key: &str) -> anyhow::Result<i64> {
     let q = match b.dialect {

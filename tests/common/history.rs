@@ -677,6 +677,36 @@ pub async fn lock_row(b: &Backend, pool: &DbPool, key: &str) -> anyhow::Result<O
     ))
 }
 
+/// When the database granted a key, as a worker process says it:
+/// `GRANTED_AT key owner token µs`, the time on the database clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantedAt {
+    pub key: String,
+    pub owner: String,
+    pub token: i64,
+    pub db_us: i64,
+}
+
+impl GrantedAt {
+    /// The line a worker prints.
+    pub fn line(key: &str, owner: &str, token: i64, db_us: i64) -> String {
+        format!("GRANTED_AT {key} {owner} {token} {db_us}")
+    }
+
+    /// The grant a line says, wherever in the line it starts (the test harness may
+    /// print its own words before it).
+    pub fn parse(line: &str) -> Option<Self> {
+        let at = line.find("GRANTED_AT ")?;
+        let mut f = line[at + "GRANTED_AT ".len()..].split(' ');
+        Some(Self {
+            key: f.next()?.to_owned(),
+            owner: f.next()?.to_owned(),
+            token: f.next()?.parse().ok()?,
+            db_us: f.next()?.parse().ok()?,
+        })
+    }
+}
+
 /// The row of a hold whose holder was killed, read after the kill: it must be there,
 /// still the holder's (`owner`, `token`) and locked, since nothing else may take it
 /// before it expires and the caller lets nobody else try before reading it. Its
