@@ -11,7 +11,8 @@
 # installed here); `up` deletes a rule table such a test may have left behind.
 #
 #   scripts/fault-db.sh up                  create (first time) and start both
-#   scripts/fault-db.sh down                stop both
+#   scripts/fault-db.sh down                stop both, and remove their data (up makes
+#                                           them anew)
 #   scripts/fault-db.sh postgres stop|start
 #   scripts/fault-db.sh mariadb stop|start
 set -euo pipefail
@@ -181,6 +182,13 @@ up)
 down)
     postgres stop
     mariadb stop
+    # Nothing left behind: the cluster, the instance's data, the clock file, the rules.
+    if [ -d "/etc/postgresql/$(pg_version)/$PG_CLUSTER" ]; then
+        pg_dropcluster --stop "$(pg_version)" "$PG_CLUSTER" >/dev/null 2>&1 || true
+    fi
+    wait_for test ! -e "$MY_PID" || true
+    rm -rf "$MY_DIR" "$CLOCK_DIR"
+    /usr/sbin/nft delete table inet "$NFT_TABLE" 2>/dev/null || true
     ;;
 postgres | mariadb)
     "$1" "${2:?start or stop}"

@@ -10,7 +10,8 @@
 #   A PostgreSQL primary on 127.0.0.1:5434 with a synchronous standby on 5435
 #   (synchronous_commit = remote_apply), which the failover test promotes.
 #
-#   scripts/ha.sh up | down                    all three
+#   scripts/ha.sh up | down                    all three; down also removes their
+#                                              clusters and data (up builds them anew)
 #   scripts/ha.sh pgbouncer up|down
 #   scripts/ha.sh galera up|down
 #   scripts/ha.sh standby up|down              up (re)builds the pair unless it is
@@ -301,6 +302,14 @@ down)
     pgbouncer_down
     galera_down
     standby_down
+    # Nothing left behind: the clusters, their data and PgBouncer's files.
+    v=$(pg_version)
+    for c in "$HA_PRIMARY" "$HA_STANDBY"; do
+        if [ -d "/etc/postgresql/$v/$c" ]; then
+            pg_dropcluster --stop "$v" "$c" >/dev/null 2>&1 || true
+        fi
+    done
+    rm -rf "$GALERA_DIR" "$PGB_DIR"
     ;;
 pgbouncer | galera)
     "${1}_${2:?up or down}"

@@ -12,13 +12,21 @@ use sqlock::{Dialect, Strategy, TableName};
 /// Distributed locks on the relational database you already run.
 ///
 /// The database URL comes from --database-url, else SQLOCK_DATABASE_URL, else
-/// DATABASE_URL, else the embedded default sqlite:sqlock.db (created on first use, in
-/// WAL mode). On SQLite the lock table is created on first use; on PostgreSQL and
+/// DATABASE_URL, else the embedded default: the SQLite file
+/// $HOME/.local/state/sqlock/sqlock.db (/var/lib/sqlock/sqlock.db for root), the same
+/// wherever sqlock is started, so that a user's cron jobs and shells lock through one
+/// file (created on first use, in WAL mode; XDG_STATE_HOME is not read, since cron
+/// does not set it). On SQLite the lock table is created on first use; on PostgreSQL and
 /// MariaDB run `sqlock migrate` (or sqlx-cli) once: there a missing table is an error.
 /// Only `run`, `elect`, `migrate` and `sweep --every` create a SQLite file that does not
 /// exist; the other commands answer as for an empty table (no locks held).
 ///
-/// Durations read 500ms, 30s, 5m, 1h30m, 2d (units ms, s, m, h, d), at most 3650d.
+/// Durations read 500ms, 30s, 5m, 1h30m, 2d (units ms, s, m, h, d, largest first,
+/// each once), at most 3650d.
+///
+/// With --json, a failure is printed on stdout as {"error": MESSAGE, "exit_status": N}
+/// as well as on stderr as text, so that a script reading the output as JSON reads one
+/// in every case.
 ///
 /// Exit status:
 ///   0    success; for `run` and `elect`, the command's own status (128+N when
@@ -37,7 +45,8 @@ use sqlock::{Dialect, Strategy, TableName};
 #[derive(Debug, Parser)]
 #[command(name = "sqlock", version, verbatim_doc_comment, max_term_width = 100)]
 pub struct Cli {
-    /// The database: postgres://user@host/db, mysql://user@host/db, sqlite:locks.db.
+    /// The database: postgres://user@host/db, mysql://user@host/db, sqlite:/path/locks.db
+    /// [default: $HOME/.local/state/sqlock/sqlock.db, /var/lib/sqlock/sqlock.db for root]
     #[arg(long, global = true, value_name = "URL")]
     pub database_url: Option<String>,
 
@@ -316,6 +325,7 @@ pub struct RunArgs {
     pub fair: bool,
 
     /// The lease's TTL; the lease is renewed every third of it while the command runs.
+    /// At least 1s: a shorter lease could not be kept by renewals on a loaded machine.
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_ttl,
           allow_hyphen_values = true)]
     pub ttl: Duration,
@@ -374,7 +384,8 @@ pub struct ElectArgs {
     pub id: Option<String>,
 
     /// The TTL of the election's lease: how long a leader that stopped renewing it
-    /// (killed, paused, cut off) stays leader at most. Renewed every third of it.
+    /// (killed, paused, cut off) stays leader at most. Renewed every third of it; at
+    /// least 1s.
     #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse_ttl)]
     pub ttl: Duration,
 
@@ -394,20 +405,26 @@ pub struct ElectArgs {
 }
 
 /// The library's rules for an election's name, checked before connecting as keys are.
-fn parse_election(name: &str) -> Result<String, sqlock::Error> {
-    if name.is_empty() {
-        return Err(sqlock::Error::EmptyKey);
-    }
+fn parse_election(name: &str) -> Result<String, String> {
     if name.len() > sqlock::MAX_ELECTION_NAME_BYTES {
-        return Err(sqlock::Error::KeyTooLong {
-            len: name.len(),
-            max: sqlock::MAX_ELECTION_NAME_BYTES,
-        });
+        return Err(name_too_long(
+            "an election's name",
+            name.len(),
+            sqlock::MAX_ELECTION_NAME_BYTES,
+            "its lock key is `election:` and the name",
+        ));
     }
-    if name.contains('\0') {
-        return Err(sqlock::Error::KeyContainsNul);
-    }
-    Ok(name.to_owned())
+    parse_key(name).map_err(|e| e.to_string())
+}
+
+/// Why a name is refused for its length: `what` it is, and `why` its limit is not
+/// the key's (what else its key, or its rows' keys, hold within 255 bytes).
+pub(crate) fn name_too_long(what: &str, len: usize, max: usize, why: &str) -> String {
+    format!(
+        "{what} is {len} bytes long, the limit is {max} bytes: {why}, within the {} \
+         bytes of a key",
+        sqlock::MAX_KEY_BYTES
+    )
 }
 
 /// The library's rules for a leader's identity.
@@ -480,10 +497,12 @@ fn parse_key(key: &str) -> Result<String, sqlock::Error> {
 fn parse_ttl(text: &str) -> Result<Duration, String> {
     use crate::duration::in_units_of;
     let ttl = crate::duration::parse(text)?;
-    if ttl < sqlock::MIN_TTL {
+    if ttl < MIN_TOOL_TTL {
         return Err(format!(
-            "ttl of {text} is too short: the minimum is {}",
-            in_units_of(sqlock::MIN_TTL, text)
+            "ttl of {text} is too short: the minimum is {}, since the lease is renewed \
+             every third of its TTL and each renewal must reach the database and come \
+             back within that (the default is 30s for run, 15s for elect)",
+            in_units_of(MIN_TOOL_TTL, text)
         ));
     }
     if ttl > sqlock::MAX_TTL {
@@ -494,6 +513,13 @@ fn parse_ttl(text: &str) -> Result<Duration, String> {
     }
     Ok(ttl)
 }
+
+/// The shortest TTL the tool takes: 1 s. The library allows 10 ms, for a process
+/// next to its database that renews in memory-fast round trips; the tool starts a
+/// process, runs a command beside its renewals on a machine that may be loaded, and
+/// stops the command when a renewal comes back too late, so that a TTL it cannot keep
+/// would only stop the command after a few milliseconds.
+pub const MIN_TOOL_TTL: Duration = Duration::from_secs(1);
 
 /// Checked while parsing, so a mistyped directory is bad input (64) rather than a
 /// failed write.

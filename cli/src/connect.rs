@@ -1,11 +1,12 @@
 //! Where the database is and how the tool connects to it.
 //!
-//! The URL comes from the flag, the environment, or the embedded SQLite default; its
-//! scheme picks the sqlx pool type. The pools are set for a short-lived tool: a few
+//! The URL comes from the flag, the environment, or the embedded SQLite default (one
+//! file per user, wherever the tool is started); its scheme picks the sqlx pool type. The pools are set for a short-lived tool: a few
 //! connections, no ping before each use, and a bounded connect whose failure names
 //! its cause. A SQLite file is created only for the commands that take locks; the
 //! others read a missing file as an empty database.
 
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -17,8 +18,13 @@ use sqlx::{ConnectOptions, Connection as _};
 
 use crate::Failure;
 
-/// The database used when no URL is given: a file in the working directory.
-pub const DEFAULT_DATABASE_URL: &str = "sqlite:sqlock.db";
+/// Where root's default database lives: one file for the machine's root jobs.
+pub const ROOT_DEFAULT_DATABASE: &str = "/var/lib/sqlock/sqlock.db";
+
+/// Where another user's default database lives, under their home directory: the XDG
+/// state directory's default place. `XDG_STATE_HOME` is not read: cron does not set
+/// it, so a shell that does would find another file than the user's cron jobs.
+pub const USER_DEFAULT_DATABASE: &str = ".local/state/sqlock/sqlock.db";
 
 /// How long connecting may take before the database counts as unreachable; also how
 /// long a statement waits for a pooled connection.
@@ -31,13 +37,66 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// a for-update lock one more for its transaction; a few spare ones cost nothing.
 const MAX_CONNECTIONS: u32 = 4;
 
+/// Where the database is: a URL given by `--database-url`, `SQLOCK_DATABASE_URL` or
+/// `DATABASE_URL`, or the embedded default file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Database {
+    /// The URL connected to.
+    pub url: String,
+    /// The default file, when no URL was given: its folder is made on first use.
+    pub default_file: Option<PathBuf>,
+}
+
 /// The URL from `--database-url`, else `SQLOCK_DATABASE_URL`, else `DATABASE_URL`,
-/// else [`DEFAULT_DATABASE_URL`].
-pub fn database_url(flag: Option<&str>) -> String {
-    flag.map(str::to_owned)
+/// else the default file ([`default_database`]).
+pub fn database(flag: Option<&str>) -> Result<Database, Failure> {
+    let given = flag
+        .map(str::to_owned)
         .or_else(|| std::env::var("SQLOCK_DATABASE_URL").ok())
-        .or_else(|| std::env::var("DATABASE_URL").ok())
-        .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned())
+        .or_else(|| std::env::var("DATABASE_URL").ok());
+    if let Some(url) = given {
+        return Ok(Database {
+            url,
+            default_file: None,
+        });
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let file = default_database(nix::unistd::geteuid().is_root(), home.as_deref())?;
+    Ok(Database {
+        url: format!("sqlite:{}", file.display()),
+        default_file: Some(file),
+    })
+}
+
+/// The default database file, the same whatever the working directory, so that a cron
+/// job and a shell of one user lock through one file: [`ROOT_DEFAULT_DATABASE`] for
+/// root, [`USER_DEFAULT_DATABASE`] under `home` for anybody else.
+pub fn default_database(root: bool, home: Option<&Path>) -> Result<PathBuf, Failure> {
+    if root {
+        return Ok(PathBuf::from(ROOT_DEFAULT_DATABASE));
+    }
+    match home {
+        Some(home) if home.is_absolute() => Ok(home.join(USER_DEFAULT_DATABASE)),
+        _ => Err(Failure::Usage(format!(
+            "no database given and no home directory to keep the default one in \
+             (HOME is unset or relative): pass --database-url or set SQLOCK_DATABASE_URL \
+             (the default is $HOME/{USER_DEFAULT_DATABASE}, {ROOT_DEFAULT_DATABASE} for root)"
+        ))),
+    }
+}
+
+/// Makes the folder of the default database file, when it is missing.
+fn make_folder(file: &Path) -> Result<(), Failure> {
+    let Some(dir) = file.parent() else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir).map_err(|e| {
+        Failure::Unavailable(format!(
+            "cannot make {} for the default database: {e} (pass --database-url to use \
+             another)",
+            dir.display()
+        ))
+    })
 }
 
 /// The dialect of a URL; an unknown scheme is a usage error.
@@ -73,8 +132,13 @@ pub fn no_presence_from_env() -> bool {
 /// A SQLite file that does not exist is created when `create` says so; otherwise the
 /// pool is an empty in-memory database instead, which answers as an empty table would
 /// (no locks held, nothing to release or sweep) and leaves no file behind.
-pub async fn connect(url: &str, pooling: bool, create: bool) -> Result<DbPool, Failure> {
-    connect_with(url, MAX_CONNECTIONS, pooling, create).await
+pub async fn connect(db: &Database, pooling: bool, create: bool) -> Result<DbPool, Failure> {
+    if create {
+        if let Some(file) = &db.default_file {
+            make_folder(file)?;
+        }
+    }
+    connect_with(&db.url, MAX_CONNECTIONS, pooling, create).await
 }
 
 async fn connect_with(
@@ -184,7 +248,11 @@ where
 }
 
 fn unreachable(url: &str, e: &sqlx::Error) -> Failure {
-    Failure::Unavailable(format!("cannot connect to {}: {e}", redact(url)))
+    Failure::Unavailable(format!(
+        "cannot connect to {}: {}",
+        redact(url),
+        crate::describe(e)
+    ))
 }
 
 /// The URL without its password, for messages.
@@ -215,6 +283,24 @@ mod tests {
         );
         assert_eq!(redact("mysql://root@db/app"), "mysql://root@db/app");
         assert_eq!(redact("sqlite:locks.db"), "sqlite:locks.db");
+    }
+
+    #[test]
+    fn the_default_database_is_one_file_per_user_wherever_the_tool_starts() {
+        assert_eq!(
+            default_database(true, Some(Path::new("/home/ann"))).ok(),
+            Some(PathBuf::from("/var/lib/sqlock/sqlock.db"))
+        );
+        assert_eq!(
+            default_database(false, Some(Path::new("/home/ann"))).ok(),
+            Some(PathBuf::from("/home/ann/.local/state/sqlock/sqlock.db"))
+        );
+        for home in [None, Some(Path::new("relative/home"))] {
+            match default_database(false, home) {
+                Err(Failure::Usage(m)) => assert!(m.contains("--database-url"), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -51,6 +51,9 @@ fn parse_ms(text: &str) -> Result<u128, String> {
     }
     let mut total: u128 = 0;
     let mut rest = text;
+    // Each part's unit is shorter than the one before it, as `human` prints them:
+    // `30m1h` or `1h1h` is more likely a slip than a sum.
+    let mut last_unit_ms = u64::MAX;
     while !rest.is_empty() {
         // Byte counts of ASCII prefixes, so slicing at them stays on char boundaries.
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
@@ -63,6 +66,13 @@ fn parse_ms(text: &str) -> Result<u128, String> {
         rest = &rest[digits..];
         let letters = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
         let unit_ms = unit_ms(&rest[..letters]).ok_or_else(bad)?;
+        if unit_ms >= last_unit_ms {
+            return Err(format!(
+                "invalid duration {text:?}: units go from the largest to the smallest, \
+                 each once (d, h, m, s, ms), as in 1h30m"
+            ));
+        }
+        last_unit_ms = unit_ms;
         rest = &rest[letters..];
         total = total.saturating_add(number.saturating_mul(u128::from(unit_ms)));
     }
@@ -158,6 +168,18 @@ mod tests {
         }
         let err = parse("-5s").unwrap_err();
         assert!(err.ends_with("cannot be negative"), "{err}");
+    }
+
+    #[test]
+    fn units_go_from_the_largest_down_each_once() {
+        for bad in ["30m1h", "1s1m", "1h1h", "5ms1s", "1d2h3h"] {
+            let err = parse(bad).expect_err(bad);
+            assert!(
+                err.contains("units go from the largest to the smallest"),
+                "{bad}: {err}"
+            );
+        }
+        assert_eq!(parse("1d1h1m1s1ms"), Ok(Duration::from_millis(90_061_001)));
     }
 
     #[test]

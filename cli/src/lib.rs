@@ -28,7 +28,7 @@ use clap::Parser;
 use sqlock::{Dialect, Locker};
 
 pub use args::{Cli, Command, ElectArgs, RunArgs};
-pub use connect::DEFAULT_DATABASE_URL;
+pub use connect::{default_database, ROOT_DEFAULT_DATABASE, USER_DEFAULT_DATABASE};
 
 /// Bad usage or input: a bad key, duration, table name or strategy, an unknown
 /// command or option, an unsupported URL (`EX_USAGE`).
@@ -64,7 +64,8 @@ pub enum Failure {
     Unavailable(String),
     /// The lock was not acquired.
     NotAcquired(String),
-    /// There was no lock to release.
+    /// There was no lock to release, or no leader to show: an answer, which the
+    /// command printed (with `--json`, as its JSON object) before failing with it.
     NotHeld(String),
     /// The lock was lost.
     Lost(String),
@@ -229,13 +230,54 @@ fn missing_table(table: &str) -> String {
 }
 
 /// An error and its sources, on one line: `database error: <the cause>`.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = own_text(e);
     let mut source = e.source();
     while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
+        // Many errors print their source's message in their own: say each cause once.
+        let next = own_text(s);
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
         source = s.source();
+    }
+    text
+}
+
+/// An error and its causes, each said once, in the tool's words (see [`chain`]).
+pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    chain(e)
+}
+
+/// What one error says of itself: a server's message without sqlx's framing, without
+/// PostgreSQL's source line in its own code ("... at line 948") and without MariaDB's
+/// error number ("1054 (42S22): ..."), which tell the user nothing new.
+fn own_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let text = match e.downcast_ref::<sqlx::Error>() {
+        Some(sqlx::Error::Database(db)) => db.message().to_owned(),
+        _ => e.to_string(),
+    };
+    tidy(&text).to_owned()
+}
+
+/// `text` without a PostgreSQL source line at its end and a MariaDB error number at
+/// its start.
+fn tidy(text: &str) -> &str {
+    let mut text = text;
+    if let Some((head, line)) = text.rsplit_once(" at line ") {
+        if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) {
+            text = head;
+        }
+    }
+    // "1054 (42S22): message"
+    if let Some((number, rest)) = text.split_once(" (") {
+        if let Some((state, message)) = rest.split_once("): ") {
+            let digits = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
+            if digits && state.len() == 5 && state.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                text = message;
+            }
+        }
     }
     text
 }
@@ -262,27 +304,72 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let json = wants_json(&args);
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => return clap_failure(&e),
+        Err(e) => {
+            let status = clap_failure(&e);
+            if json && status != 0 {
+                print_json_error(&clap_message(&e), status);
+            }
+            return status;
+        }
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return report(&Failure::Other(format!("cannot start the runtime: {e}"))),
+        Err(e) => {
+            let failure = Failure::Other(format!("cannot start the runtime: {e}"));
+            return report(&failure, json);
+        }
     };
     match runtime.block_on(dispatch(cli)) {
         Ok(status) => status,
-        Err(failure) => report(&failure),
+        Err(failure) => report(&failure, json),
     }
 }
 
-/// Prints a failure on stderr and returns its exit status.
-fn report(failure: &Failure) -> i32 {
+/// Whether `--json` was asked for, before any `--` (after it, the words are the
+/// command's): then a failure is also printed on stdout as a JSON object, so that a
+/// script reading the output as JSON reads one in every case.
+fn wants_json(args: &[OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// A failure as a JSON object on stdout: `{"error": MESSAGE, "exit_status": N}`.
+fn print_json_error(message: &str, status: i32) {
+    println!(
+        "{}",
+        serde_json::json!({ "error": message, "exit_status": status })
+    );
+}
+
+/// Prints a failure on stderr (and, with `json`, as JSON on stdout), and returns its
+/// exit status.
+fn report(failure: &Failure, json: bool) -> i32 {
+    let status = exit_status(failure);
     eprintln!("sqlock: {}", failure.message());
-    exit_status(failure)
+    // `NotHeld` is an answer the command printed already, JSON included.
+    if json && !matches!(failure, Failure::NotHeld(_)) {
+        print_json_error(failure.message(), status);
+    }
+    status
+}
+
+/// A clap error's message: its first line, as the tool prints it.
+fn clap_message(e: &clap::Error) -> String {
+    if let Some((name, source)) = value_error(e) {
+        return format!("{name}: {source}");
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    text.lines().next().unwrap_or_default().to_owned()
 }
 
 /// `--help` and `--version` print on stdout and succeed; every other clap error is a
@@ -311,8 +398,26 @@ fn clap_failure(e: &clap::Error) -> i32 {
             let text = e.render().to_string();
             let text = text.strip_prefix("error: ").unwrap_or(&text);
             eprint!("sqlock: {text}");
+            if let Some(word) = command_without_separator(e) {
+                eprintln!(
+                    "hint: the command to run goes after `--`, as in \
+                     `sqlock run KEY -- {word} ...` (or `sqlock elect NAME -- {word} ...`)"
+                );
+            }
             EXIT_USAGE
         }
+    }
+}
+
+/// The first word of a command given without `--` before it (`sqlock run job echo hi`):
+/// clap sees an argument it does not know, which is no option.
+fn command_without_separator(e: &clap::Error) -> Option<&str> {
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) if !arg.starts_with('-') => Some(arg),
+        _ => None,
     }
 }
 
@@ -334,16 +439,19 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Man { command, dir } => return manual::man(command.as_deref(), dir.as_deref()),
         _ => {}
     }
-    let url = connect::database_url(cli.database_url.as_deref());
-    if let Command::Schema { dialect, json } = cli.command {
-        let dialect = match dialect {
-            Some(d) => d,
-            None => connect::dialect(&url)?,
-        };
+    if let Command::Schema {
+        dialect: Some(dialect),
+        json,
+    } = cli.command
+    {
         return ops::schema(dialect, &cli.table, json);
     }
+    let database = connect::database(cli.database_url.as_deref())?;
+    if let Command::Schema { json, .. } = cli.command {
+        return ops::schema(connect::dialect(&database.url)?, &cli.table, json);
+    }
     if let Command::Run(args) = &cli.command {
-        run::check(args, connect::dialect(&url)?)?;
+        run::check(args, connect::dialect(&database.url)?)?;
     }
     let pooling = cli.transaction_pooling || connect::transaction_pooling_from_env();
     // Only what takes locks (or is told to make the table) creates a SQLite file: the
@@ -355,7 +463,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             | Command::Migrate { .. }
             | Command::Sweep { every: Some(_), .. }
     );
-    let pool = connect::connect(&url, pooling, creates).await?;
+    let pool = connect::connect(&database, pooling, creates).await?;
     // On PostgreSQL, where notifications can work: a resignation wakes the other
     // candidates at once rather than at their next poll, and a fair waiter is woken by
     // the notification naming it (a transaction-pooling proxy cannot deliver them).
@@ -417,4 +525,23 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     drop(locker);
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, pool.close()).await;
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tidy;
+
+    #[test]
+    fn server_messages_lose_their_source_lines_and_numbers() {
+        assert_eq!(
+            tidy("database \"x\" does not exist at line 948"),
+            "database \"x\" does not exist"
+        );
+        assert_eq!(
+            tidy("1054 (42S22): Unknown column 'lock_key' in 'SELECT'"),
+            "Unknown column 'lock_key' in 'SELECT'"
+        );
+        assert_eq!(tidy("the line at line one"), "the line at line one");
+        assert_eq!(tidy("a (b): c"), "a (b): c");
+    }
 }

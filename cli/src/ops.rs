@@ -372,14 +372,35 @@ pub(crate) async fn unschedule_sweep(locker: &Locker, json: bool) -> Result<i32,
 
 /// `migrate`: the embedded migrations for the default table, the DDL for another.
 pub(crate) async fn migrate(locker: &Locker, json: bool) -> Result<i32, Failure> {
-    if locker.table().as_str() == sqlock::DEFAULT_TABLE {
-        sqlock::migrate(locker.pool()).await?;
+    let made = if locker.table().as_str() == sqlock::DEFAULT_TABLE {
+        sqlock::migrate(locker.pool()).await
     } else {
         // The migrations name the default table; another one gets the same DDL under
         // its own name (every statement says IF NOT EXISTS, so this is repeatable).
-        locker.create_table().await?;
-    }
+        locker.create_table().await
+    };
     let table = locker.table().as_str();
+    // IF NOT EXISTS keeps a table of that name that is not sqlock's: the DDL after it
+    // fails on PostgreSQL, and MariaDB and SQLite say nothing. Reading the columns
+    // sqlock reads tells, so that it fails here, with a way out, rather than at the
+    // first lock.
+    let checked = match made {
+        Ok(()) => locker.list().await.map(drop),
+        Err(e) => Err(e),
+    };
+    match checked {
+        Ok(()) => {}
+        Err(e @ sqlock::Error::Database(_) | e @ sqlock::Error::Migrate(_))
+            if !locker.pool().is_closed() && locker.list().await.is_err() =>
+        {
+            return Err(Failure::Unavailable(format!(
+                "table {table} exists but is not a sqlock lock table ({}): choose \
+                 another --table, or drop it",
+                crate::describe(&e)
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    }
     if json {
         println!("{}", serde_json::json!({ "table": table, "ready": true }));
     } else {

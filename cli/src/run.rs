@@ -34,6 +34,28 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 /// for-update lock on SQLite too, but as an unsupported server; here it is the user's
 /// choice of flag.
 pub(crate) fn check(args: &RunArgs, dialect: Dialect) -> Result<(), Failure> {
+    // A read-write lock's and a semaphore's names are shorter than a key: their rows'
+    // keys hold more than the name. Said as the argument's own message is.
+    let name = |what: &str, max: usize, why: &str| {
+        Failure::Usage(format!(
+            "KEY: {}",
+            crate::args::name_too_long(what, args.key.len(), max, why)
+        ))
+    };
+    if (args.shared || args.exclusive) && args.key.len() > sqlock::MAX_RWLOCK_NAME_BYTES {
+        return Err(name(
+            "a read-write lock's name",
+            sqlock::MAX_RWLOCK_NAME_BYTES,
+            "its rows' keys add `@write:` and a 36-byte owner id to it",
+        ));
+    }
+    if args.limit.is_some() && args.key.len() > sqlock::MAX_SEMAPHORE_NAME_BYTES {
+        return Err(name(
+            "a semaphore's name",
+            sqlock::MAX_SEMAPHORE_NAME_BYTES,
+            "its permits' keys are `semaphore:`, the name, `#` and a slot number",
+        ));
+    }
     // A semaphore's permits are leases, one per holder.
     if args.limit.is_some() && args.strategy() != Strategy::Lease {
         return Err(Failure::Usage(

@@ -18,13 +18,17 @@ use common::{
     wait_for_line, Backend, BIN,
 };
 
-/// `sqlock ARGS...` in `dir`, on the embedded default database there.
+/// `sqlock ARGS...` in `dir`, on a SQLite file of the test's own there (`sqlock.db`),
+/// as a user's first steps would be on the default one.
 fn sqlock_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(BIN)
         .current_dir(dir)
         .args(args)
         .env_remove("DATABASE_URL")
-        .env_remove("SQLOCK_DATABASE_URL")
+        .env(
+            "SQLOCK_DATABASE_URL",
+            format!("sqlite:{}", dir.join("sqlock.db").display()),
+        )
         .output()
         .expect("sqlock runs")
 }
@@ -67,11 +71,19 @@ fn durations_are_refused_in_the_tools_own_words() {
         ),
         (
             &["run", "--ttl", "5ms", "k", "--", "true"],
-            "ttl of 5ms is too short: the minimum is 10ms",
+            "ttl of 5ms is too short: the minimum is 1000ms (1s), since the lease is renewed",
+        ),
+        (
+            &["run", "--ttl", "10ms", "k", "--", "true"],
+            "ttl of 10ms is too short: the minimum is 1000ms",
+        ),
+        (
+            &["elect", "--ttl", "999ms", "n", "--", "true"],
+            "ttl of 999ms is too short: the minimum is 1000ms",
         ),
         (
             &["run", "--ttl", "0s", "k", "--", "true"],
-            "ttl of 0s is too short: the minimum is 10ms",
+            "ttl of 0s is too short: the minimum is 1s",
         ),
     ];
     for (args, says) in cases {
@@ -105,7 +117,7 @@ fn reading_a_fresh_directory_creates_no_database() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "no locks held");
     assert!(
-        stderr(&o).contains("no database at sqlock.db"),
+        stderr(&o).contains(&format!("no database at {}", db.display())),
         "{}",
         stderr(&o)
     );
@@ -427,4 +439,41 @@ fn readme_says_what_help_says() {
     for cmd in ["status [--json] KEY", "sqlock completions", "sqlock man"] {
         assert!(readme.contains(cmd), "README does not mention {cmd}");
     }
+}
+
+#[test]
+fn failures_under_json_are_json_too() {
+    let dir = scratch_dir("first_json_failures");
+    let cases: &[(&[&str], i32)] = &[
+        // Refused while parsing.
+        (&["status", "--json", "--ttl", "1s", "k"], 64),
+        (&["release", "--force", "--json", ""], 64),
+        // Refused by the database.
+        (
+            &[
+                "list",
+                "--json",
+                "--database-url",
+                "postgres://127.0.0.1:1/none",
+            ],
+            69,
+        ),
+    ];
+    for (args, status) in cases {
+        let o = sqlock_in(&dir, args);
+        assert_eq!(o.status.code(), Some(*status), "{args:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {:?}", stdout(&o)));
+        assert_eq!(v["exit_status"], *status, "{args:?}: {v}");
+        let message = v["error"].as_str().unwrap_or_default();
+        assert!(!message.is_empty(), "{args:?}: {v}");
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    }
+    // Without --json, stdout stays empty; and --json after `--` is the command's.
+    let o = sqlock_in(&dir, &["status", "--ttl", "1s", "k"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let o = sqlock_in(&dir, &["run", "k", "--", "sh", "-c", "exit 3", "--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
 }

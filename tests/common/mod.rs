@@ -58,6 +58,19 @@ fn servers_required() -> bool {
         || std::env::var("SQLOCK_REQUIRE_SERVERS").is_ok_and(|v| v == "1")
 }
 
+/// Whether the servers are left out on purpose (`SQLOCK_TEST_SQLITE_ONLY=1`, the quick
+/// path of `scripts/quick-test.sh`): then every test runs on SQLite alone, and a test
+/// of the servers alone runs on nothing. Refused beside a requirement of the servers.
+fn sqlite_only() -> bool {
+    let only = std::env::var("SQLOCK_TEST_SQLITE_ONLY").is_ok_and(|v| v == "1");
+    assert!(
+        !(only && servers_required()),
+        "SQLOCK_TEST_SQLITE_ONLY=1 leaves out the servers that CI=true or \
+         SQLOCK_REQUIRE_SERVERS=1 requires"
+    );
+    only
+}
+
 pub fn postgres_url() -> String {
     std::env::var("SQLOCK_TEST_POSTGRES_URL").unwrap_or_else(|_| POSTGRES_URL.into())
 }
@@ -128,6 +141,9 @@ pub async fn ha_server(name: &str, dialect: Dialect, env: &str, default: &str) -
 async fn connect_all(name: &str, urls: Vec<(Dialect, String)>) -> Vec<Backend> {
     let mut out = Vec::new();
     for (dialect, url) in urls {
+        if dialect != Dialect::Sqlite && sqlite_only() {
+            continue;
+        }
         let backend = Backend {
             dialect,
             table: name.to_owned(),

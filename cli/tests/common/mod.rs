@@ -42,6 +42,18 @@ fn required() -> bool {
         || std::env::var("SQLOCK_REQUIRE_SERVERS").is_ok_and(|v| v == "1")
 }
 
+/// Whether the servers are left out on purpose (`SQLOCK_TEST_SQLITE_ONLY=1`, the quick
+/// path of `scripts/quick-test.sh`). Refused beside a requirement of the servers.
+pub fn sqlite_only() -> bool {
+    let only = std::env::var("SQLOCK_TEST_SQLITE_ONLY").is_ok_and(|v| v == "1");
+    assert!(
+        !(only && required()),
+        "SQLOCK_TEST_SQLITE_ONLY=1 leaves out the servers that CI=true or \
+         SQLOCK_REQUIRE_SERVERS=1 requires"
+    );
+    only
+}
+
 /// A directory of this test's own (test binaries are processes of their own, and
 /// the table name tells the tests of one binary apart).
 pub fn scratch_dir(table: &str) -> PathBuf {
@@ -85,6 +97,9 @@ pub fn backends_at(
 ) -> Vec<Backend> {
     let mut out = Vec::new();
     for (name, url) in candidates {
+        if name != "sqlite" && sqlite_only() {
+            continue;
+        }
         let b = Backend {
             name,
             url,
@@ -138,6 +153,11 @@ pub fn drop_table(b: &Backend) -> Result<(), String> {
             format!(r#"DROP TABLE IF EXISTS "{t}_queue""#),
         ],
     };
+    execute_all(b, statements)
+}
+
+/// Runs `statements` one by one on `b`'s database.
+pub fn execute_all(b: &Backend, statements: Vec<String>) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
