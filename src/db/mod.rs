@@ -15,6 +15,7 @@
 
 pub(crate) mod backend;
 mod dialect;
+pub(crate) mod durability;
 pub(crate) mod fair;
 pub(crate) mod fence;
 pub(crate) mod multi;
