@@ -313,13 +313,7 @@ impl LockerBuilder {
         #[cfg(feature = "postgres")]
         let notifier = self
             .notify_waiters
-            .then(|| {
-                crate::keepers::notify::Notifier::for_pool(
-                    &self.db,
-                    table.release_channel(),
-                    table.grant_channel(),
-                )
-            })
+            .then(|| crate::keepers::notify::Notifier::for_pool(&self.db, &table))
             .flatten()
             .map(Arc::new);
         let shared = Handle::new(

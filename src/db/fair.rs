@@ -8,6 +8,11 @@
 //! a grant, a poll that finds the holder's lease lapsed) hands it on, in its own
 //! transaction, to the first live waiter: no moment in which the lock is free while a
 //! live waiter is queued, for a newcomer to take.
+//!
+//! Every step commits durably: its statements are sent within its transaction, where
+//! none skips the flush (`durability.rs`), so a grant a step hands on survives a crash
+//! of the server as soon as the step is acknowledged, also when the step's release
+//! statement would skip the flush sent alone.
 
 use crate::support::error::Class;
 
@@ -112,15 +117,17 @@ async fn status<B: Backend>(
     }
 }
 
-/// Takes up the grant of `token` handed to the waiter at `p`: the grant lasts the
-/// waiter's TTL from now (it lasted as long as the place until then), and the waiter
-/// leaves the queue. Needs no gate: the grant and the place are the waiter's alone.
+/// Takes up the grant of `token` handed to the waiter at `p`, as the table shows it
+/// (owner and token, by `lease_extend.sql`): the grant lasts the waiter's TTL from now
+/// (it lasted as long as the place until then), and the waiter leaves the queue.
+/// `None`, the place left as it was, when the table shows no such grant of the
+/// waiter's. Needs no gate: the grant and the place are the waiter's alone.
 async fn take_up<B: Backend>(
     b: &B,
     conn: &mut Conn<B>,
     p: &Place<'_>,
     token: i64,
-) -> Result<Standing, sqlx::Error> {
+) -> Result<Option<Grant>, sqlx::Error> {
     let extend = Extend {
         held: Held {
             key: p.key,
@@ -130,20 +137,36 @@ async fn take_up<B: Backend>(
         ttl_us: p.ttl_us,
     };
     let expires = B::Db::value(On::Conn(&mut *conn), &b.common().lease_extend, &extend).await?;
+    let Some(expires_us) = expires else {
+        return Ok(None);
+    };
     B::Db::execute(On::Conn(&mut *conn), &b.common().fair.leave, p).await?;
-    Ok(match expires {
-        Some(expires_us) => Standing::Granted(Grant {
-            owner: p.owner.to_owned(),
-            token,
-            expires_us,
-            hold_count: 1,
-            strategy: "fair".to_owned(),
-            presence: None,
-        }),
-        // The grant lapsed with a place that was not renewed in time, or an operator
-        // released it.
-        None => Standing::Gone,
-    })
+    Ok(Some(Grant {
+        owner: p.owner.to_owned(),
+        token,
+        expires_us,
+        hold_count: 1,
+        strategy: "fair".to_owned(),
+        presence: None,
+    }))
+}
+
+/// The standing of the waiter at `p` once a step handed it the grant of `token`: the
+/// grant taken up, or, gone from the table (it lapsed with a place that was not renewed
+/// in time, or an operator released it), the place left and the queue joined again.
+async fn granted<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    p: &Place<'_>,
+    token: i64,
+) -> Result<Standing, sqlx::Error> {
+    match take_up(b, &mut *conn, p, token).await? {
+        Some(grant) => Ok(Standing::Granted(grant)),
+        None => {
+            B::Db::execute(On::Conn(conn), &b.common().fair.leave, p).await?;
+            Ok(Standing::Gone)
+        }
+    }
 }
 
 /// The waiter's standing; a grant handed to it is taken up.
@@ -155,7 +178,7 @@ async fn standing<B: Backend>(
     match status(b, &mut *conn, p).await? {
         None => Ok(Standing::Gone),
         Some((0, ahead, free)) => Ok(Standing::Waiting { ahead, free }),
-        Some((token, _, _)) => take_up(b, conn, p, token).await,
+        Some((token, _, _)) => granted(b, conn, p, token).await,
     }
 }
 
@@ -175,7 +198,7 @@ pub(crate) async fn join<B: Backend>(
         .ok_or(sqlx::Error::RowNotFound)?;
     let p = Place { ticket, ..*p };
     let standing = match hand_on(b, &mut tx, p.key, true).await? {
-        Some((to, token)) if to == ticket => take_up(b, &mut tx, &p, token).await?,
+        Some((to, token)) if to == ticket => granted(b, &mut tx, &p, token).await?,
         _ => standing(b, &mut tx, &p).await?,
     };
     tx.commit().await?;
@@ -202,7 +225,7 @@ pub(crate) async fn poll<B: Backend>(
     let mut standing = standing(b, &mut tx, p).await?;
     if let Standing::Waiting { .. } = standing {
         match hand_on(b, &mut tx, p.key, true).await? {
-            Some((to, token)) if to == p.ticket => standing = take_up(b, &mut tx, p, token).await?,
+            Some((to, token)) if to == p.ticket => standing = granted(b, &mut tx, p, token).await?,
             // Handed to a waiter ahead (this one is not first after all): it waits on.
             _ => {}
         }
@@ -232,23 +255,20 @@ pub(crate) async fn renew<B: Backend>(b: &B, p: &Place<'_>) -> Result<bool, sqlx
     Ok(B::Db::execute(On::Pool(b.pool(), false), &b.common().fair.renew, p).await? > 0)
 }
 
-/// A waiter named by a handoff's notification takes up the grant of `token` at once,
-/// without reading its standing first; no gate.
+/// A waiter named by a handoff's notification claims the grant of `token` the
+/// notification names. A notification is a hint, never a grant: the grant is taken up
+/// only if the table shows it the waiter's (`take_up`), and `None` answered, nothing
+/// changed, when it does not (a notification sent by anyone else, or a grant gone
+/// meanwhile, which the waiter's next look finds). No gate.
 pub(crate) async fn claim<B: Backend>(
     b: &B,
     p: &Place<'_>,
     token: i64,
-) -> Result<Standing, sqlx::Error> {
+) -> Result<Option<Standing>, sqlx::Error> {
     let mut conn = runner::acquire(b.pool()).await?;
-    take_up(b, &mut conn, p, token).await
-}
-
-/// Deletes the place of a waiter that took its grant up without a step (named by a
-/// notification, see `strategy/fair.rs`); no gate: the place is the waiter's alone, and
-/// no step hands a place that holds a grant anything.
-pub(crate) async fn forget<B: Backend>(b: &B, p: &Place<'_>) -> Result<(), sqlx::Error> {
-    B::Db::execute(On::Pool(b.pool(), false), &b.common().fair.leave, p).await?;
-    Ok(())
+    Ok(take_up(b, &mut conn, p, token)
+        .await?
+        .map(Standing::Granted))
 }
 
 /// A waiter leaves the queue; a grant handed to it meanwhile is given back and handed
