@@ -272,9 +272,8 @@ pub(crate) async fn stand<B: Backend>(
     p: &Place<'_>,
     renew: bool,
 ) -> Result<Standing, sqlx::Error> {
-    let f = &b.common().fair;
     let mut conn = runner::acquire(b.pool()).await?;
-    if renew && B::Db::execute(On::Conn(&mut *conn), &f.renew, p).await? == 0 {
+    if renew && !renewed(b, &mut conn, p).await? {
         return Ok(Standing::Gone);
     }
     standing(b, &mut conn, p).await
@@ -283,7 +282,25 @@ pub(crate) async fn stand<B: Backend>(
 /// A waiter keeps its place without reading its standing: whether the place was
 /// still live (renewed); no gate.
 pub(crate) async fn renew<B: Backend>(b: &B, p: &Place<'_>) -> Result<bool, sqlx::Error> {
-    Ok(B::Db::execute(On::Pool(b.pool(), false), &b.common().fair.renew, p).await? > 0)
+    let mut conn = runner::acquire(b.pool()).await?;
+    renewed(b, &mut conn, p).await
+}
+
+/// Renews the place at `p`: whether it was still live. A place that lapsed (and was
+/// skipped) is deleted at once, not left for the sweep: its waiter joins again at the
+/// end, and a place never outlives its waiter's wait. No gate: no step hands a lapsed
+/// place anything, and a grant handed to it lapsed with it.
+async fn renewed<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    p: &Place<'_>,
+) -> Result<bool, sqlx::Error> {
+    let f = &b.common().fair;
+    if B::Db::execute(On::Conn(&mut *conn), &f.renew, p).await? > 0 {
+        return Ok(true);
+    }
+    B::Db::execute(On::Conn(conn), &f.leave, p).await?;
+    Ok(false)
 }
 
 /// A waiter named by a handoff's notification claims the grant of `token` the
