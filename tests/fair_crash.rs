@@ -26,9 +26,10 @@ use sqlock::{Dialect, Locker, Strategy};
 use tokio::time::timeout;
 
 /// A fair waiter's polls: far enough apart that a waiter does not look between the
-/// handoff and the crash (its first look comes 15 s to 30 s after it joins), so that
-/// nothing of its own flushes the WAL in between.
-const QUIET_POLL: Duration = Duration::from_secs(30);
+/// handoff and the restart (its first look comes 30 s to 60 s after it joins; the
+/// handoffs, the crash and the restart take about 10 s), so that nothing of its own
+/// flushes the WAL before the crash, and no look of its own meets the server down.
+const QUIET_POLL: Duration = Duration::from_secs(60);
 
 /// How many rounds may find that the crash lost nothing, before the test fails.
 const ROUNDS: usize = 3;
@@ -62,12 +63,13 @@ impl Drop for Restore {
     }
 }
 
-/// A fair handle on `b` that only looks every [`QUIET_POLL`].
+/// A fair handle on `b` that only looks every [`QUIET_POLL`] (a place is renewed three
+/// times per TTL: the TTL leaves the poll interval as it is).
 async fn quiet_waiter(b: &common::Backend) -> anyhow::Result<Locker> {
     Ok(b.builder()
         .await?
         .strategy(Strategy::Fair)
-        .ttl(Duration::from_secs(120))
+        .ttl(QUIET_POLL * 5)
         .poll_interval(QUIET_POLL, QUIET_POLL)
         .build()?)
 }
@@ -136,7 +138,7 @@ async fn round(b: &common::Backend, notify: bool, restore: &mut Restore) -> anyh
         base.pool(),
         &format!(
             "INSERT INTO \"{}_queue\" (lock_key, lock_owner, expires_at) \
-             VALUES ('leave', '{STILL}', statement_timestamp() + INTERVAL '120 seconds')",
+             VALUES ('leave', '{STILL}', statement_timestamp() + INTERVAL '600 seconds')",
             b.table
         ),
     )
