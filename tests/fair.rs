@@ -828,3 +828,65 @@ impl Blocker {
         Ok(())
     }
 }
+
+/// A waiter whose place lapsed (its renewals held up past its TTL) joins the queue again
+/// at the end, and the place it had goes at once, not at the next sweep: a place never
+/// outlives the wait it belonged to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_place_goes_when_its_waiter_joins_again() -> anyhow::Result<()> {
+    for b in common::backends("fair_lapsed_place").await {
+        b.fresh_table().await?;
+        let holder = fair::locker(&b, Duration::from_secs(60)).await?;
+        // A TTL of 3 s: every look of the first waiter falls due to renew its place.
+        let short = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(Duration::from_secs(3))
+            .poll_interval(Duration::from_millis(50), Duration::from_millis(100))
+            .build()?;
+        let key = "lapsed";
+        let guard = holder.acquire(key).await?;
+        let owner = short.owner().to_string();
+        let waiting = take_turn(short, key);
+        until(|| async { Ok(queued(&b, &holder, key).await? == 1) }).await?;
+        // Its place lapses: as if its renewals had been held up for longer than its TTL.
+        let (q, past) = match b.dialect {
+            Dialect::Postgres => (
+                format!("\"{}_queue\"", b.table),
+                "statement_timestamp() - INTERVAL '1 second'",
+            ),
+            Dialect::MySql => (
+                format!("`{}_queue`", b.table),
+                "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND",
+            ),
+            _ => (format!("\"{}_queue\"", b.table), "expires_at - 3600000000"),
+        };
+        let first = b
+            .scalar(
+                holder.pool(),
+                &format!("SELECT MIN(ticket) FROM {q} WHERE lock_key = '{key}'"),
+            )
+            .await?;
+        b.script(
+            holder.pool(),
+            &format!("UPDATE {q} SET expires_at = {past} WHERE ticket = {first}"),
+        )
+        .await?;
+        // It joins again, and its old place is gone.
+        let tickets = format!(
+            "SELECT COALESCE(MAX(ticket), 0) FROM {q} WHERE lock_key = '{key}' \
+             AND lock_owner = '{owner}'"
+        );
+        until(|| async { Ok(b.scalar(holder.pool(), &tickets).await? > first) }).await?;
+        until(|| async { Ok(queued(&b, &holder, key).await? == 1) })
+            .await
+            .with_context(|| format!("{}: the lapsed place stayed", b.dialect))?;
+        let held = guard.fencing_token();
+        assert!(guard.release().await?);
+        let token = tokio::time::timeout(DEADLINE, waiting).await???;
+        assert!(token > held, "{}", b.dialect);
+        assert_eq!(queued(&b, &holder, key).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}
