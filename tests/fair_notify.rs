@@ -3,7 +3,8 @@
 //!
 //! Two applications whose lock tables share a name in two schemas of one database
 //! share the notification channels, and number their waiters' tickets alike: a handoff
-//! in one never gives the other's waiter of the same ticket a guard. A notification
+//! in one never gives the other's waiter of the same ticket a guard, and a release in
+//! one does not wake the other's waiters of the same key. A notification
 //! forged with `pg_notify`, naming a waiter's ticket and the current holder's token,
 //! gives that waiter nothing and costs it nothing: it keeps its place and is served in
 //! its turn.
@@ -36,6 +37,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// there, and a fair handle with notifications on that pool.
 struct App {
     schema: String,
+    options: PgConnectOptions,
     pool: PgPool,
     locker: Locker,
 }
@@ -48,7 +50,7 @@ impl App {
         let options = PgConnectOptions::from_str(url)?.options([("search_path", &schema)]);
         let pool = PgPoolOptions::new()
             .max_connections(8)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await?;
         let locker = Locker::builder(DbPool::from(pool.clone()))
             .table(TABLE)
@@ -60,9 +62,27 @@ impl App {
         locker.create_table().await?;
         Ok(Self {
             schema,
+            options,
             pool,
             locker,
         })
+    }
+
+    /// A lease handle with notifications, on a pool of its own whose connections are
+    /// named `name` (`application_name`): a family of its own, with a listener of its
+    /// own.
+    async fn lease(&self, name: &str) -> anyhow::Result<Locker> {
+        let options = self.options.clone().application_name(name);
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await?;
+        Ok(Locker::builder(DbPool::from(pool))
+            .table(TABLE)
+            .notify_waiters(true)
+            .poll_interval(POLL, POLL)
+            .ttl(Duration::from_secs(600))
+            .build()?)
     }
 
     async fn scalar(&self, sql: String) -> anyhow::Result<i64> {
@@ -109,12 +129,13 @@ impl App {
         Ok((info.owner, info.fencing_token))
     }
 
-    /// A handoff of the key `s` to a waiter of its own, in this application: once it
+    /// A handoff of a key of its own to a waiter of its own, in this application: once it
     /// holds, the application's listener has read every notification sent before the
     /// handoff committed (a listener reads them in order of commit).
     async fn sentinel(&self) -> anyhow::Result<()> {
-        let held = self.locker.acquire("s").await?;
-        let (_, waiting) = self.waiter("s").await?;
+        let key = format!("sentinel-{}", self.schema);
+        let held = self.locker.acquire(&key).await?;
+        let (_, waiting) = self.waiter(&key).await?;
         assert!(held.release().await?);
         let g = tokio::time::timeout(DEADLINE, waiting)
             .await
@@ -154,11 +175,14 @@ async fn a_handoff_in_another_schema_gives_nothing_here() -> anyhow::Result<()> 
             .await?;
 
         // The same ticket in both: each holder took ticket 1, each waiter has 2.
-        let held = here.locker.acquire("k").await?;
-        let (w, mut waiting) = here.waiter("k").await?;
-        let a_held = a.locker.acquire("k").await?;
-        let (a_w, a_waiting) = a.waiter("k").await?;
-        assert_eq!(here.ticket("k", &w).await?, a.ticket("k", &a_w).await?);
+        let held = here.locker.acquire("handoff").await?;
+        let (w, mut waiting) = here.waiter("handoff").await?;
+        let a_held = a.locker.acquire("handoff").await?;
+        let (a_w, a_waiting) = a.waiter("handoff").await?;
+        assert_eq!(
+            here.ticket("handoff", &w).await?,
+            a.ticket("handoff", &a_w).await?
+        );
 
         // A's handoff names its waiter's ticket on the channel both listen on.
         assert!(a_held.release().await?);
@@ -169,15 +193,19 @@ async fn a_handoff_in_another_schema_gives_nothing_here() -> anyhow::Result<()> 
             "a waiter here took a handoff of another schema's table: {:?}",
             (&mut waiting).await.map(|g| g.map(|g| g.fencing_token()))
         );
-        assert_eq!(here.holder("k").await?.0, held.owner().to_string());
-        assert_eq!(here.queued("k").await?, 1, "the waiter here kept its place");
+        assert_eq!(here.holder("handoff").await?.0, held.owner().to_string());
+        assert_eq!(
+            here.queued("handoff").await?,
+            1,
+            "the waiter here kept its place"
+        );
 
         // Its own handoff it takes, with this table's grant.
         let token = held.fencing_token();
         assert!(held.release().await?);
         let g = tokio::time::timeout(DEADLINE, waiting).await???;
         assert_eq!(
-            here.holder("k").await?,
+            here.holder("handoff").await?,
             (w.owner().to_string(), g.fencing_token())
         );
         assert!(g.fencing_token() > token);
@@ -194,9 +222,9 @@ async fn a_forged_notification_grants_nothing() -> anyhow::Result<()> {
     for b in common::backends_of("fair_notify_forged", &[Dialect::Postgres]).await {
         let admin = admin(&b).await?;
         let here = App::new(&admin, b.url(), "forged").await?;
-        let held = here.locker.acquire("k").await?;
-        let (w, mut waiting) = here.waiter("k").await?;
-        let ticket = here.ticket("k", &w).await?;
+        let held = here.locker.acquire("forged").await?;
+        let (w, mut waiting) = here.waiter("forged").await?;
+        let ticket = here.ticket("forged", &w).await?;
         let oid = here
             .scalar(format!(
                 "SELECT CAST(CAST('{TABLE}' AS regclass) AS oid)::BIGINT"
@@ -210,9 +238,9 @@ async fn a_forged_notification_grants_nothing() -> anyhow::Result<()> {
         let channel = format!("{TABLE}_granted");
         let far = 4_102_444_800_000_000_i64; // 2100-01-01, in microseconds
         for payload in [
-            format!("{oid}:{ticket}:{token}:k"),
+            format!("{oid}:{ticket}:{token}:forged"),
             format!("{ticket}:{token}:{far}"),
-            format!("{oid}:{ticket}:0:k"),
+            format!("{oid}:{ticket}:0:forged"),
             format!("{oid}:{ticket}:{token}"),
             "nonsense".to_owned(),
             String::new(),
@@ -229,18 +257,93 @@ async fn a_forged_notification_grants_nothing() -> anyhow::Result<()> {
             "a forged notification gave a waiter a guard: {:?}",
             (&mut waiting).await.map(|g| g.map(|g| g.fencing_token()))
         );
-        assert_eq!(here.holder("k").await?, (held.owner().to_string(), token));
-        assert_eq!(here.queued("k").await?, 1, "the waiter kept its place");
+        assert_eq!(
+            here.holder("forged").await?,
+            (held.owner().to_string(), token)
+        );
+        assert_eq!(here.queued("forged").await?, 1, "the waiter kept its place");
 
         // Served in its turn.
         assert!(held.release().await?);
         let g = tokio::time::timeout(DEADLINE, waiting).await???;
         assert_eq!(
-            here.holder("k").await?,
+            here.holder("forged").await?,
             (w.owner().to_string(), g.fencing_token())
         );
         assert!(g.fencing_token() > token);
         assert!(g.release().await?);
+        here.drop_schema(&admin).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_release_in_another_schema_wakes_nobody_here() -> anyhow::Result<()> {
+    for b in common::backends_of("fair_notify_released", &[Dialect::Postgres]).await {
+        let admin = admin(&b).await?;
+        let a = App::new(&admin, b.url(), "ra").await?;
+        let here = App::new(&admin, b.url(), "rb").await?;
+        let name = format!("fair_notify_waiter_{}", std::process::id());
+        let holder = here.lease("fair_notify_holder").await?;
+        let waiter = here.lease(&name).await?;
+        // The waiter's listener is up, and has read past every notification sent before
+        // a fair handoff of `key` to a waiter of its family, once that waiter holds. Up
+        // before the wait below begins, it wakes nobody on connecting while it waits.
+        let handoff = |key: &'static str| {
+            let (holder, w) = (holder.clone(), waiter.new_handle());
+            let here = &here;
+            async move {
+                let s = holder.lock(key).strategy(Strategy::Fair).acquire().await?;
+                let waiting =
+                    tokio::spawn(
+                        async move { w.lock(key).strategy(Strategy::Fair).acquire().await },
+                    );
+                common::fair::until(|| async { Ok(here.queued(key).await? == 1) }).await?;
+                assert!(s.release().await?);
+                let g = tokio::time::timeout(DEADLINE, waiting).await???;
+                assert!(g.release().await?);
+                anyhow::Ok(())
+            }
+        };
+        handoff("released-warm").await?;
+        let held = holder.acquire("released").await?;
+        let mut waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            async move { waiter.acquire("released").await }
+        });
+        // Waiting, once its first attempt found the key held (its connection is idle
+        // after an acquisition): a guard from then on comes from a wake-up, its polls
+        // being minutes apart.
+        let attempted = format!(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = '{name}' \
+             AND state = 'idle' AND query LIKE '%INSERT INTO \"{TABLE}\"%'"
+        );
+        common::fair::until(|| async { Ok(here.scalar(attempted.clone()).await? > 0) }).await?;
+        assert!(!waiting.is_finished(), "the waiter got a held lock");
+        // The lease lapses without a release (nothing announced): only a wake-up sends
+        // the waiter to find it free before its next poll.
+        here.scalar(format!(
+            "WITH e AS (UPDATE {TABLE} SET expires_at = statement_timestamp() \
+             - INTERVAL '1 second' WHERE lock_key = 'released' RETURNING 1) SELECT COUNT(*) FROM e"
+        ))
+        .await?;
+
+        // A release of the same key in the other schema's table, on the shared channel.
+        let other = a.lease("fair_notify_other").await?;
+        assert!(other.acquire("released").await?.release().await?);
+        // The waiter's listener has read past the other schema's release.
+        handoff("released-sentinel").await?;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !waiting.is_finished(),
+            "a release of another schema's table woke a waiter here: {:?}",
+            (&mut waiting).await.map(|g| g.map(|g| g.fencing_token()))
+        );
+        drop(held);
+        waiting.abort();
+        a.drop_schema(&admin).await?;
         here.drop_schema(&admin).await?;
     }
     Ok(())
