@@ -14,6 +14,9 @@
 #   scripts/fault-db.sh down                stop both, and remove their data (up makes
 #                                           them anew)
 #   scripts/fault-db.sh postgres stop|start
+#   scripts/fault-db.sh postgres crash      stop at once (-m immediate): nothing is
+#                                           flushed or checkpointed; the next start
+#                                           recovers from the WAL on disk
 #   scripts/fault-db.sh mariadb stop|start
 set -euo pipefail
 
@@ -109,6 +112,9 @@ postgres() {
     stop)
         pg_ctlcluster --skip-systemctl-redirect "$v" "$PG_CLUSTER" stop -m fast 2>/dev/null || true
         ;;
+    crash)
+        pg_ctlcluster --skip-systemctl-redirect "$v" "$PG_CLUSTER" stop -m immediate 2>/dev/null || true
+        ;;
     esac
 }
 
@@ -194,7 +200,7 @@ postgres | mariadb)
     "$1" "${2:?start or stop}"
     ;;
 *)
-    echo "usage: $0 up|down|postgres start|postgres stop|mariadb start|mariadb stop" >&2
+    echo "usage: $0 up|down|postgres start|postgres stop|postgres crash|mariadb start|mariadb stop" >&2
     exit 64
     ;;
 esac

@@ -716,3 +716,177 @@ async fn postgres_wakes_the_waiter_a_handoff_names() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// How long [`a_busy_head_place_delays_a_handoff_never_skips_it`] keeps the head's
+/// place locked: longer than a step waits for it on MariaDB (a second), so that the
+/// release meets it busy at least once.
+const HEAD_BUSY: Duration = Duration::from_millis(2500);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_head_place_delays_a_handoff_never_skips_it() -> anyhow::Result<()> {
+    for b in common::servers("fair_busy_head").await {
+        b.fresh_table().await?;
+        let base = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(Duration::from_secs(600))
+            .build()?;
+        let key = "busy-head";
+        let guard = base.acquire(key).await?;
+        let waiter = base.new_handle();
+        let waiter_owner = waiter.owner().to_string();
+        let waiting = tokio::spawn(async move { waiter.acquire(key).await });
+        until(|| async { Ok(queued(&b, &base, key).await? == 1) }).await?;
+
+        // Another transaction keeps the head's place locked, as a renewal of it does
+        // for a moment: here, for longer.
+        let queue = match b.dialect {
+            Dialect::MySql => format!("`{}_queue`", b.table),
+            _ => format!("\"{}_queue\"", b.table),
+        };
+        let lock_place = format!("SELECT ticket FROM {queue} WHERE lock_key = '{key}' FOR UPDATE");
+        let blocker = match base.pool() {
+            sqlock::DbPool::Postgres(p) => {
+                let mut tx = p.begin().await?;
+                sqlx::query(sqlx::AssertSqlSafe(lock_place))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                Blocker::Postgres(tx)
+            }
+            sqlock::DbPool::MySql(p) => {
+                let mut tx = p.begin().await?;
+                sqlx::query(sqlx::AssertSqlSafe(lock_place))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                Blocker::MySql(tx)
+            }
+            _ => anyhow::bail!("a server"),
+        };
+
+        // A lease newcomer tries the key without pause until the waiter holds.
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let newcomer = base.new_handle();
+        let rival = tokio::spawn(async move {
+            let mut tries = 0u64;
+            while !*stopped.borrow() {
+                tries += 1;
+                if let Some(g) = newcomer
+                    .lock(key)
+                    .strategy(Strategy::Lease)
+                    .try_acquire()
+                    .await?
+                {
+                    anyhow::bail!("a lease newcomer took {key} (token {})", g.fencing_token());
+                }
+            }
+            Ok(tries)
+        });
+        let held = guard.fencing_token();
+        let releasing = tokio::spawn(async move { guard.release().await });
+        tokio::time::sleep(HEAD_BUSY).await;
+        // The release met the head's place busy and waits, or tries again: it has not
+        // gone through without the head.
+        assert!(
+            !releasing.is_finished(),
+            "{}: the release went through while the head's place was busy: {:?}",
+            b.dialect,
+            releasing.await?
+        );
+        blocker.commit().await?;
+
+        let g = tokio::time::timeout(DEADLINE, waiting).await???;
+        assert!(tokio::time::timeout(DEADLINE, releasing).await???);
+        stop.send_replace(true);
+        let tries = rival.await??;
+        assert!(tries > 0, "{}: the newcomer never tried", b.dialect);
+        let info = base.lock_info(key).await?.context("handed on")?;
+        assert_eq!(
+            info.owner, waiter_owner,
+            "{}: not handed to the head",
+            b.dialect
+        );
+        assert_eq!(info.fencing_token, g.fencing_token());
+        assert!(g.fencing_token() > held, "{}", b.dialect);
+        assert!(g.release().await?);
+    }
+    Ok(())
+}
+
+/// An open transaction of a test's own, on either server.
+enum Blocker {
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    MySql(sqlx::Transaction<'static, sqlx::MySql>),
+}
+
+impl Blocker {
+    async fn commit(self) -> anyhow::Result<()> {
+        match self {
+            Self::Postgres(tx) => tx.commit().await?,
+            Self::MySql(tx) => tx.commit().await?,
+        }
+        Ok(())
+    }
+}
+
+/// A waiter whose place lapsed (its renewals held up past its TTL) joins the queue again
+/// at the end, and the place it had goes at once, not at the next sweep: a place never
+/// outlives the wait it belonged to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_place_goes_when_its_waiter_joins_again() -> anyhow::Result<()> {
+    for b in common::backends("fair_lapsed_place").await {
+        b.fresh_table().await?;
+        let holder = fair::locker(&b, Duration::from_secs(60)).await?;
+        // A TTL of 3 s: every look of the first waiter falls due to renew its place.
+        let short = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(Duration::from_secs(3))
+            .poll_interval(Duration::from_millis(50), Duration::from_millis(100))
+            .build()?;
+        let key = "lapsed";
+        let guard = holder.acquire(key).await?;
+        let owner = short.owner().to_string();
+        let waiting = take_turn(short, key);
+        until(|| async { Ok(queued(&b, &holder, key).await? == 1) }).await?;
+        // Its place lapses: as if its renewals had been held up for longer than its TTL.
+        let (q, past) = match b.dialect {
+            Dialect::Postgres => (
+                format!("\"{}_queue\"", b.table),
+                "statement_timestamp() - INTERVAL '1 second'",
+            ),
+            Dialect::MySql => (
+                format!("`{}_queue`", b.table),
+                "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND",
+            ),
+            _ => (format!("\"{}_queue\"", b.table), "expires_at - 3600000000"),
+        };
+        let first = b
+            .scalar(
+                holder.pool(),
+                &format!("SELECT MIN(ticket) FROM {q} WHERE lock_key = '{key}'"),
+            )
+            .await?;
+        b.script(
+            holder.pool(),
+            &format!("UPDATE {q} SET expires_at = {past} WHERE ticket = {first}"),
+        )
+        .await?;
+        // It joins again, and its old place is gone.
+        let tickets = format!(
+            "SELECT COALESCE(MAX(ticket), 0) FROM {q} WHERE lock_key = '{key}' \
+             AND lock_owner = '{owner}'"
+        );
+        until(|| async { Ok(b.scalar(holder.pool(), &tickets).await? > first) }).await?;
+        until(|| async { Ok(queued(&b, &holder, key).await? == 1) })
+            .await
+            .with_context(|| format!("{}: the lapsed place stayed", b.dialect))?;
+        let held = guard.fencing_token();
+        assert!(guard.release().await?);
+        let token = tokio::time::timeout(DEADLINE, waiting).await???;
+        assert!(token > held, "{}", b.dialect);
+        assert_eq!(queued(&b, &holder, key).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}

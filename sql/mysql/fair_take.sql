@@ -5,7 +5,9 @@
 -- No row matches when the lock is held. The condition is read before any assignment;
 -- the assignments run left to right, so lock_duration reads the new expiry.
 -- No wait on a row lock: a for-update holder keeps the key's row locked for its whole
--- transaction; a locked row fails the statement at once (contention, tried again).
+-- transaction; a locked row fails the statement at once (the lock is held: nothing to
+-- hand over). The waiter's place, which the subqueries read, is locked by this step
+-- already (fair_head.sql), so a lock met here is the key's row's.
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 UPDATE `{table}` SET
     fencing_token = LAST_INSERT_ID(GREATEST(NEXTVAL(`{table}_fence_seq`), fencing_token + 1)),

@@ -3,6 +3,8 @@
 -- the election's key changed hands, in the same statement, so that observers read the
 -- new leader at once. PostgreSQL delivers it at commit, so an observer it wakes reads
 -- the claim. One row per claim recorded.
+-- The payload names the table (its oid: two schemas' tables of one name share the
+-- channel) and then the key; a listener ignores a payload that names another table.
 WITH claimed AS (
     INSERT INTO "{table}_leaders" AS e (lock_key, leader_term, leader_id)
     SELECT l.lock_key, l.fencing_token, :identity
@@ -18,4 +20,6 @@ WITH claimed AS (
     WHERE e.leader_term <= EXCLUDED.leader_term
     RETURNING e.lock_key
 )
-SELECT lock_key, pg_notify('{channel}', lock_key) FROM claimed
+SELECT lock_key,
+       pg_notify('{channel}', CAST(CAST('"{table}"' AS regclass) AS oid)::TEXT || ':' || lock_key)
+FROM claimed

@@ -1,6 +1,8 @@
 -- insert_release_at_least, with a wake-up for waiters (LockerBuilder::notify_waiters):
 -- delete the row of the last hold once the at-least hold is over, and tell the
 -- listeners of the table's channel that the key is free, in the same statement.
+-- The payload names the table (its oid: two schemas' tables of one name share the
+-- channel) and then the key; a listener ignores a payload that names another table.
 WITH released AS (
     DELETE FROM "{table}"
     WHERE lock_key = :key
@@ -12,4 +14,6 @@ WITH released AS (
       AND acquired_at + :at_least_us * INTERVAL '1 microsecond' <= statement_timestamp()
     RETURNING lock_key
 )
-SELECT lock_key, pg_notify('{channel}', lock_key) FROM released
+SELECT lock_key,
+       pg_notify('{channel}', CAST(CAST('"{table}"' AS regclass) AS oid)::TEXT || ':' || lock_key)
+FROM released

@@ -1,6 +1,8 @@
 -- insert_release, with a wake-up for waiters (LockerBuilder::notify_waiters): delete
 -- the row of the last hold when the lease is still ours, and tell the listeners of the
 -- table's channel that the key is free, in the same statement (delivered at commit).
+-- The payload names the table (its oid: two schemas' tables of one name share the
+-- channel) and then the key; a listener ignores a payload that names another table.
 -- Expiry is compared as a difference, which no index serves, so that the planner
 -- finds the row by its key: on a table with few live leases it would otherwise pick
 -- the expiry index and read every live lease.
@@ -23,4 +25,6 @@ WITH relaxed AS MATERIALIZED (
       AND expires_at - statement_timestamp() > INTERVAL '0'
     RETURNING lock_key
 )
-SELECT lock_key, pg_notify('{channel}', lock_key) FROM released
+SELECT lock_key,
+       pg_notify('{channel}', CAST(CAST('"{table}"' AS regclass) AS oid)::TEXT || ':' || lock_key)
+FROM released

@@ -2,6 +2,8 @@
 -- operator's release of :key, whoever holds it, that also tells the listeners of the
 -- table's channel the key is free, in the same statement (delivered at commit). The
 -- gate and the rows that come back are lease_force_release's.
+-- The payload names the table (its oid: two schemas' tables of one name share the
+-- channel) and then the key; a listener ignores a payload that names another table.
 -- Expiry is compared as a difference, which no index serves, so that the planner
 -- finds the row by its key: on a table with few live leases it would otherwise pick
 -- the expiry index and read every live lease.
@@ -23,6 +25,7 @@ WITH gate AS MATERIALIZED (
       AND expires_at - statement_timestamp() > INTERVAL '0'
     RETURNING "{table}".lock_key
 )
-SELECT 1::BIGINT FROM released WHERE pg_notify('{channel}', lock_key) IS NOT NULL
+SELECT 1::BIGINT FROM released
+WHERE pg_notify('{channel}', CAST(CAST('"{table}"' AS regclass) AS oid)::TEXT || ':' || lock_key) IS NOT NULL
 UNION ALL
 SELECT 0::BIGINT FROM gate WHERE NOT gate.open

@@ -4,6 +4,8 @@
 -- the at-least hold keeps announces nothing: it lapses at its expiry, and waiters find
 -- it free at their next poll. One row per matched lease: the count is the release's.
 -- The last hold drops the row's presence marker, as lease_release_at_least does.
+-- The payload names the table (its oid: two schemas' tables of one name share the
+-- channel) and then the key; a listener ignores a payload that names another table.
 -- Waits for its commit to reach disk, as lease_release_at_least does.
 WITH released AS (
     UPDATE "{table}" SET
@@ -21,5 +23,6 @@ WITH released AS (
       AND expires_at - statement_timestamp() > INTERVAL '0'
     RETURNING lock_key, locked
 )
-SELECT lock_key, CASE WHEN NOT locked THEN pg_notify('{channel}', lock_key) END
+SELECT lock_key, CASE WHEN NOT locked
+    THEN pg_notify('{channel}', CAST(CAST('"{table}"' AS regclass) AS oid)::TEXT || ':' || lock_key) END
 FROM released

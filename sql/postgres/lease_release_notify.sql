@@ -4,6 +4,8 @@
 -- so a release stays one round trip. PostgreSQL delivers the notification at commit,
 -- so a waiter it wakes finds the lock free. One row per matched lease: the count is
 -- the release's.
+-- The payload names the table (its oid: two schemas' tables of one name share the
+-- channel) and then the key; a listener ignores a payload that names another table.
 -- Expiry is compared as a difference, which no index serves, so that the planner
 -- finds the row by its key: on a table with few live leases it would otherwise pick
 -- the expiry index and read every live lease.
@@ -28,5 +30,6 @@ WITH relaxed AS MATERIALIZED (
       AND expires_at - statement_timestamp() > INTERVAL '0'
     RETURNING lock_key, locked
 )
-SELECT lock_key, CASE WHEN NOT locked THEN pg_notify('{channel}', lock_key) END
+SELECT lock_key, CASE WHEN NOT locked
+    THEN pg_notify('{channel}', CAST(CAST('"{table}"' AS regclass) AS oid)::TEXT || ':' || lock_key) END
 FROM released

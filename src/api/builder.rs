@@ -84,13 +84,17 @@ impl LockerBuilder {
     ///
     /// With it on, a release (and a [force release](Locker::force_release)) of a lease
     /// or insert lock that frees the key also sends `pg_notify('<table>_released',
-    /// key)` in the same statement, so it stays one round trip. The handle, and the
-    /// handles made from it with [`Locker::new_handle`], share one listener: it holds
-    /// a connection of its own (opened like the pool's, counted outside it) from the
-    /// first wait until the last of those handles is dropped. A release wakes one
-    /// waiter of its key in each process, the one waiting longest, which tries again
-    /// at once; the others keep waiting (only one can have the lock), so each waiter
-    /// sends about one statement per release it is woken for, plus its polls.
+    /// '<table oid>:<key>')` in the same statement, so it stays one round trip (the
+    /// oid tells tables of one name in two schemas apart: listeners ignore the other
+    /// table's). A fair handoff names the waiter it handed the lock to, which takes
+    /// it with one statement of its own that finds the grant in the table. The
+    /// handle, and the handles made from it with [`Locker::new_handle`], share one
+    /// listener: it holds a connection of its own (opened like the pool's, counted
+    /// outside it) from the first wait until the last of those handles is dropped. A
+    /// release wakes one waiter of its key in each process, the one waiting longest,
+    /// which tries again at once; the others keep waiting (only one can have the
+    /// lock), so each waiter sends about one statement per release it is woken for,
+    /// plus its polls.
     ///
     /// Notifications are a hint: correctness never rests on them. Waiters keep polling
     /// underneath (with longer default waits, see
@@ -313,13 +317,7 @@ impl LockerBuilder {
         #[cfg(feature = "postgres")]
         let notifier = self
             .notify_waiters
-            .then(|| {
-                crate::keepers::notify::Notifier::for_pool(
-                    &self.db,
-                    table.release_channel(),
-                    table.grant_channel(),
-                )
-            })
+            .then(|| crate::keepers::notify::Notifier::for_pool(&self.db, &table))
             .flatten()
             .map(Arc::new);
         let shared = Handle::new(

@@ -355,7 +355,6 @@ impl MultiLockRequest<'_> {
                     key: key.clone(),
                     strategy: Strategy::Lease,
                     ttl: ask.ttl,
-                    renewed: renewal.auto_renew,
                 };
                 let (hold, id, lost) =
                     Hold::start(shared, &one, Granted::Lease(grant), sent, renewal);

@@ -535,7 +535,6 @@ impl<'a> LockRequest<'a> {
             key: self.key.to_owned(),
             strategy,
             ttl,
-            renewed: self.auto_renew.unwrap_or(shared.settings.auto_renew),
         })
     }
 

@@ -439,7 +439,6 @@ impl<'a> RwLockRequest<'a> {
             key,
             strategy: Strategy::Lease,
             ttl,
-            renewed: renewal.auto_renew,
         };
         let (hold, id, lost) = Hold::start(shared, &one, Granted::Lease(grant), sent, renewal);
         LockGuard::new(Arc::clone(shared), id, hold, lost, None)

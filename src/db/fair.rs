@@ -7,7 +7,14 @@
 //! step handed it; every step that may free the lock (a release, a waiter leaving with
 //! a grant, a poll that finds the holder's lease lapsed) hands it on, in its own
 //! transaction, to the first live waiter: no moment in which the lock is free while a
-//! live waiter is queued, for a newcomer to take.
+//! live waiter is queued, for a newcomer to take. A step that cannot read the queue's
+//! head (its place locked by another transaction for longer than the step waits) is
+//! rolled back and tried again, never taken for an empty queue.
+//!
+//! Every step commits durably: its statements are sent within its transaction, where
+//! none skips the flush (`durability.rs`), so a grant a step hands on survives a crash
+//! of the server as soon as the step is acknowledged, also when the step's release
+//! statement would skip the flush sent alone.
 
 use crate::support::error::Class;
 
@@ -30,8 +37,18 @@ pub(crate) enum Standing {
     Gone,
 }
 
-/// Whom a step handed the lock to: the waiter's ticket, and the grant's token.
-type Handed = Option<(i64, i64)>;
+/// What a step's handoff did.
+enum Handoff {
+    /// Handed to the waiter of this ticket, with a grant of this token.
+    To(i64, i64),
+    /// Nobody to hand the lock to: no live waiter, or the lock is held.
+    Nobody,
+    /// MariaDB: a place at the head of the queue was being written by another
+    /// transaction (a waiter renewing its place) for longer than the step waits. Never
+    /// taken for "nobody", which would free the lock with a waiter queued: the step is
+    /// rolled back and tried again.
+    Busy,
+}
 
 type Conn<B> = <<B as Backend>::Db as sqlx::Database>::Connection;
 type Tx<B> = sqlx::Transaction<'static, <B as Backend>::Db>;
@@ -49,20 +66,25 @@ async fn gated<B: Backend>(b: &B, key: &str) -> Result<Option<Tx<B>>, sqlx::Erro
     }
 }
 
-/// Hands `key` to the first live waiter of its queue, if the lock is free or expired:
-/// the waiter's ticket and the grant's token. With `ensure`, a key without a row gets
-/// a free one first (a step that held or released the lock knows the row is there).
+/// Hands `key` to the first live waiter of its queue, if the lock is free or expired.
+/// With `ensure`, a key without a row gets a free one first (a step that held or
+/// released the lock knows the row is there).
 async fn hand_on<B: Backend>(
     b: &B,
     conn: &mut Conn<B>,
     key: &str,
     ensure: bool,
-) -> Result<Handed, sqlx::Error> {
+) -> Result<Handoff, sqlx::Error> {
     let f = &b.common().fair;
-    let head = B::Db::rows(On::Conn(&mut *conn), &f.head, &Key(key)).await?;
+    // The head's place is locked by the read until the step ends (`fair_head.sql`).
+    let head = match B::Db::rows(On::Conn(&mut *conn), &f.head, &Key(key)).await {
+        Ok(head) => head,
+        Err(e) if B::is_lock_wait_timeout(&e) => return Ok(Handoff::Busy),
+        Err(e) => return Err(e),
+    };
     let (ticket, owner) = match head.first() {
         Some(row) => (B::Db::int(row, 0)?, B::Db::text(row, 1)?),
-        None => return Ok(None),
+        None => return Ok(Handoff::Nobody),
     };
     drop(head);
     let place = Place {
@@ -80,17 +102,27 @@ async fn hand_on<B: Backend>(
     .await;
     let token = match taken {
         Ok(Some(token)) => token,
-        Ok(None) => return Ok(None),
+        Ok(None) => return Ok(Handoff::Nobody),
         // MariaDB: another transaction keeps the key's row locked (a for-update
-        // holder, for its whole transaction). The statement alone was rolled back; the
-        // lock is held, and the step goes on without handing it over.
-        Err(e) if B::is_lock_wait_timeout(&e) => return Ok(None),
+        // holder, for its whole transaction; the head's place is this step's). The
+        // statement alone was rolled back; the lock is held, and the step goes on
+        // without handing it over.
+        Err(e) if B::is_lock_wait_timeout(&e) => return Ok(Handoff::Nobody),
         Err(e) => return Err(e),
     };
     // With notifications on (PostgreSQL), the mark names the waiter to its listener.
     let mark = Mark { key, ticket, token };
     B::Db::execute(On::Conn(&mut *conn), &f.mark, &mark).await?;
-    Ok(Some((ticket, token)))
+    Ok(Handoff::To(ticket, token))
+}
+
+/// Ends a step whose handoff found the head's place busy: rolled back, and `None`
+/// (contention: tried again) answered, as for a closed gate.
+async fn busy<DB: sqlx::Database, T>(
+    tx: sqlx::Transaction<'static, DB>,
+) -> Result<Option<T>, sqlx::Error> {
+    tx.rollback().await?;
+    Ok(None)
 }
 
 /// The waiter's place as it stands: the token of the grant handed to it (0 for none),
@@ -112,15 +144,17 @@ async fn status<B: Backend>(
     }
 }
 
-/// Takes up the grant of `token` handed to the waiter at `p`: the grant lasts the
-/// waiter's TTL from now (it lasted as long as the place until then), and the waiter
-/// leaves the queue. Needs no gate: the grant and the place are the waiter's alone.
+/// Takes up the grant of `token` handed to the waiter at `p`, as the table shows it
+/// (owner and token, by `lease_extend.sql`): the grant lasts the waiter's TTL from now
+/// (it lasted as long as the place until then), and the waiter leaves the queue.
+/// `None`, the place left as it was, when the table shows no such grant of the
+/// waiter's. Needs no gate: the grant and the place are the waiter's alone.
 async fn take_up<B: Backend>(
     b: &B,
     conn: &mut Conn<B>,
     p: &Place<'_>,
     token: i64,
-) -> Result<Standing, sqlx::Error> {
+) -> Result<Option<Grant>, sqlx::Error> {
     let extend = Extend {
         held: Held {
             key: p.key,
@@ -130,20 +164,36 @@ async fn take_up<B: Backend>(
         ttl_us: p.ttl_us,
     };
     let expires = B::Db::value(On::Conn(&mut *conn), &b.common().lease_extend, &extend).await?;
+    let Some(expires_us) = expires else {
+        return Ok(None);
+    };
     B::Db::execute(On::Conn(&mut *conn), &b.common().fair.leave, p).await?;
-    Ok(match expires {
-        Some(expires_us) => Standing::Granted(Grant {
-            owner: p.owner.to_owned(),
-            token,
-            expires_us,
-            hold_count: 1,
-            strategy: "fair".to_owned(),
-            presence: None,
-        }),
-        // The grant lapsed with a place that was not renewed in time, or an operator
-        // released it.
-        None => Standing::Gone,
-    })
+    Ok(Some(Grant {
+        owner: p.owner.to_owned(),
+        token,
+        expires_us,
+        hold_count: 1,
+        strategy: "fair".to_owned(),
+        presence: None,
+    }))
+}
+
+/// The standing of the waiter at `p` once a step handed it the grant of `token`: the
+/// grant taken up, or, gone from the table (it lapsed with a place that was not renewed
+/// in time, or an operator released it), the place left and the queue joined again.
+async fn granted<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    p: &Place<'_>,
+    token: i64,
+) -> Result<Standing, sqlx::Error> {
+    match take_up(b, &mut *conn, p, token).await? {
+        Some(grant) => Ok(Standing::Granted(grant)),
+        None => {
+            B::Db::execute(On::Conn(conn), &b.common().fair.leave, p).await?;
+            Ok(Standing::Gone)
+        }
+    }
 }
 
 /// The waiter's standing; a grant handed to it is taken up.
@@ -155,7 +205,7 @@ async fn standing<B: Backend>(
     match status(b, &mut *conn, p).await? {
         None => Ok(Standing::Gone),
         Some((0, ahead, free)) => Ok(Standing::Waiting { ahead, free }),
-        Some((token, _, _)) => take_up(b, conn, p, token).await,
+        Some((token, _, _)) => granted(b, conn, p, token).await,
     }
 }
 
@@ -175,7 +225,8 @@ pub(crate) async fn join<B: Backend>(
         .ok_or(sqlx::Error::RowNotFound)?;
     let p = Place { ticket, ..*p };
     let standing = match hand_on(b, &mut tx, p.key, true).await? {
-        Some((to, token)) if to == ticket => take_up(b, &mut tx, &p, token).await?,
+        Handoff::To(to, token) if to == ticket => granted(b, &mut tx, &p, token).await?,
+        Handoff::Busy => return busy(tx).await,
         _ => standing(b, &mut tx, &p).await?,
     };
     tx.commit().await?;
@@ -202,7 +253,10 @@ pub(crate) async fn poll<B: Backend>(
     let mut standing = standing(b, &mut tx, p).await?;
     if let Standing::Waiting { .. } = standing {
         match hand_on(b, &mut tx, p.key, true).await? {
-            Some((to, token)) if to == p.ticket => standing = take_up(b, &mut tx, p, token).await?,
+            Handoff::To(to, token) if to == p.ticket => {
+                standing = granted(b, &mut tx, p, token).await?;
+            }
+            Handoff::Busy => return busy(tx).await,
             // Handed to a waiter ahead (this one is not first after all): it waits on.
             _ => {}
         }
@@ -218,9 +272,8 @@ pub(crate) async fn stand<B: Backend>(
     p: &Place<'_>,
     renew: bool,
 ) -> Result<Standing, sqlx::Error> {
-    let f = &b.common().fair;
     let mut conn = runner::acquire(b.pool()).await?;
-    if renew && B::Db::execute(On::Conn(&mut *conn), &f.renew, p).await? == 0 {
+    if renew && !renewed(b, &mut conn, p).await? {
         return Ok(Standing::Gone);
     }
     standing(b, &mut conn, p).await
@@ -229,26 +282,41 @@ pub(crate) async fn stand<B: Backend>(
 /// A waiter keeps its place without reading its standing: whether the place was
 /// still live (renewed); no gate.
 pub(crate) async fn renew<B: Backend>(b: &B, p: &Place<'_>) -> Result<bool, sqlx::Error> {
-    Ok(B::Db::execute(On::Pool(b.pool(), false), &b.common().fair.renew, p).await? > 0)
+    let mut conn = runner::acquire(b.pool()).await?;
+    renewed(b, &mut conn, p).await
 }
 
-/// A waiter named by a handoff's notification takes up the grant of `token` at once,
-/// without reading its standing first; no gate.
+/// Renews the place at `p`: whether it was still live. A place that lapsed (and was
+/// skipped) is deleted at once, not left for the sweep: its waiter joins again at the
+/// end, and a place never outlives its waiter's wait. No gate: no step hands a lapsed
+/// place anything, and a grant handed to it lapsed with it.
+async fn renewed<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    p: &Place<'_>,
+) -> Result<bool, sqlx::Error> {
+    let f = &b.common().fair;
+    if B::Db::execute(On::Conn(&mut *conn), &f.renew, p).await? > 0 {
+        return Ok(true);
+    }
+    B::Db::execute(On::Conn(conn), &f.leave, p).await?;
+    Ok(false)
+}
+
+/// A waiter named by a handoff's notification claims the grant of `token` the
+/// notification names. A notification is a hint, never a grant: the grant is taken up
+/// only if the table shows it the waiter's (`take_up`), and `None` answered, nothing
+/// changed, when it does not (a notification sent by anyone else, or a grant gone
+/// meanwhile, which the waiter's next look finds). No gate.
 pub(crate) async fn claim<B: Backend>(
     b: &B,
     p: &Place<'_>,
     token: i64,
-) -> Result<Standing, sqlx::Error> {
+) -> Result<Option<Standing>, sqlx::Error> {
     let mut conn = runner::acquire(b.pool()).await?;
-    take_up(b, &mut conn, p, token).await
-}
-
-/// Deletes the place of a waiter that took its grant up without a step (named by a
-/// notification, see `strategy/fair.rs`); no gate: the place is the waiter's alone, and
-/// no step hands a place that holds a grant anything.
-pub(crate) async fn forget<B: Backend>(b: &B, p: &Place<'_>) -> Result<(), sqlx::Error> {
-    B::Db::execute(On::Pool(b.pool(), false), &b.common().fair.leave, p).await?;
-    Ok(())
+    Ok(take_up(b, &mut conn, p, token)
+        .await?
+        .map(Standing::Granted))
 }
 
 /// A waiter leaves the queue; a grant handed to it meanwhile is given back and handed
@@ -267,7 +335,9 @@ pub(crate) async fn leave<B: Backend>(b: &B, p: &Place<'_>) -> Result<Option<()>
         B::Db::execute(On::Conn(&mut *tx), &b.common().lease_release, &held).await?;
     }
     B::Db::execute(On::Conn(&mut *tx), &f.leave, p).await?;
-    hand_on(b, &mut tx, p.key, false).await?;
+    if let Handoff::Busy = hand_on(b, &mut tx, p.key, false).await? {
+        return busy(tx).await;
+    }
     tx.commit().await?;
     Ok(Some(()))
 }
@@ -279,7 +349,9 @@ pub(crate) async fn release<B: Backend>(b: &B, h: &Held<'_>) -> Result<Option<bo
         return Ok(None);
     };
     let released = B::Db::execute(On::Conn(&mut *tx), &b.common().lease_release, h).await? > 0;
-    hand_on(b, &mut tx, h.key, false).await?;
+    if let Handoff::Busy = hand_on(b, &mut tx, h.key, false).await? {
+        return busy(tx).await;
+    }
     tx.commit().await?;
     Ok(Some(released))
 }
@@ -301,6 +373,8 @@ pub(crate) async fn force_release<B: Backend>(
 ) -> Result<Option<bool>, sqlx::Error> {
     let queued = match B::Db::rows(On::Pool(b.pool(), false), &b.common().fair.head, k).await {
         Ok(head) => !head.is_empty(),
+        // MariaDB: a place being written (a waiter renewing it): there are waiters.
+        Err(e) if B::is_lock_wait_timeout(&e) => true,
         Err(e) if B::classify(&e) == Class::MissingTable => false,
         Err(e) => return Err(e),
     };
@@ -316,12 +390,13 @@ pub(crate) async fn force_release<B: Backend>(
         Err(e) if B::is_sequence_busy(&e) => None,
         released => released?,
     };
-    if released.is_some() {
-        hand_on(b, &mut tx, k.0, false).await?;
-        tx.commit().await?;
-    } else {
-        tx.rollback().await?;
+    if released.is_none() {
+        return busy(tx).await;
     }
+    if let Handoff::Busy = hand_on(b, &mut tx, k.0, false).await? {
+        return busy(tx).await;
+    }
+    tx.commit().await?;
     Ok(released)
 }
 

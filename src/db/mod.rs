@@ -15,6 +15,7 @@
 
 pub(crate) mod backend;
 mod dialect;
+pub(crate) mod durability;
 pub(crate) mod fair;
 pub(crate) mod fence;
 pub(crate) mod multi;
@@ -386,14 +387,14 @@ impl Db {
         on_backend!(self, |b| fair::renew(&**b, p).await)
     }
 
-    /// A waiter named by a notification takes up its grant (see [`fair::claim`]).
-    pub(crate) async fn fair_claim(&self, p: &Place<'_>, token: i64) -> Result<Standing, Failure> {
+    /// A waiter named by a notification claims the grant it names, if the table shows
+    /// it the waiter's (see [`fair::claim`]).
+    pub(crate) async fn fair_claim(
+        &self,
+        p: &Place<'_>,
+        token: i64,
+    ) -> Result<Option<Standing>, Failure> {
         on_backend!(self, |b| fair::claim(&**b, p, token).await)
-    }
-
-    /// A waiter deletes the place whose grant it took (see [`fair::forget`]).
-    pub(crate) async fn fair_forget(&self, p: &Place<'_>) -> Result<(), Failure> {
-        on_backend!(self, |b| fair::forget(&**b, p).await)
     }
 
     /// A waiter leaves the queue (see [`fair::leave`]). A closed gate is contention.

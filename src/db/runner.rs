@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use sqlx::Row as _;
 
+use super::durability::Sent;
 use super::outcome::{Elected, Grant, Listed};
 use super::statement::{Statement, Values};
 
@@ -208,16 +209,18 @@ pub(crate) async fn texts<'a, DB: Runner, V: Values>(
     rows.iter().map(|r| DB::text(r, 0)).collect()
 }
 
-/// Runs `$run` (a query on the executor `$ex`) where `$on` says. On a pool, a pinned
-/// statement runs in a transaction of its own: behind a transaction-pooling proxy
-/// such as PgBouncer, only an open transaction keeps sqlx's separate parse and execute
-/// round trips on one server connection.
+/// Runs `$run` (a query on the executor `$ex`, its text as `$sent` asks: see
+/// `durability.rs`) where `$on` says. On a pool, a pinned statement runs in a
+/// transaction of its own: behind a transaction-pooling proxy such as PgBouncer, only
+/// an open transaction keeps sqlx's separate parse and execute round trips on one
+/// server connection.
 macro_rules! on {
-    ($on:expr, $s:expr, |$ex:ident| $run:expr) => {{
+    ($on:expr, $s:expr, |$ex:ident, $sent:ident| $run:expr) => {{
         crate::support::metrics::statement_sent($s.table());
         match $on {
             On::Conn(conn) => {
                 let $ex = conn;
+                let $sent = Sent::Within;
                 $run.await
             }
             On::Pool(pool, in_tx) if in_tx || $s.is_pinned() => {
@@ -226,6 +229,7 @@ macro_rules! on {
                 checked_out();
                 let outcome = {
                     let $ex = &mut *tx;
+                    let $sent = Sent::Alone;
                     $run.await
                 };
                 match outcome {
@@ -246,6 +250,7 @@ macro_rules! on {
                 let mut conn = pool.acquire().await?;
                 checked_out();
                 let $ex = &mut *conn;
+                let $sent = Sent::Alone;
                 $run.await
             }
         }
@@ -254,15 +259,15 @@ macro_rules! on {
 
 /// The value a statement hands back on executor `$ex`, by server.
 macro_rules! value {
-    (last_insert_id, $db:ty, $s:expr, $a:expr, $ex:expr) => {{
-        let r = $s.bind::<$db>($a).execute($ex).await?;
+    (last_insert_id, $db:ty, $s:expr, $a:expr, $ex:expr, $sent:expr) => {{
+        let r = $s.bind_sent::<$db>($a, $sent).execute($ex).await?;
         Ok((r.rows_affected() > 0).then(|| i64::try_from(r.last_insert_id()).unwrap_or(i64::MAX)))
     }};
     // Read to the end of the response, not just the first row: an autocommit
     // statement's COMMIT may still fail after its row was sent (SQLite stops a
     // statement after the first row otherwise, and a failed commit would go unseen).
-    (returning, $db:ty, $s:expr, $a:expr, $ex:expr) => {{
-        match $s.bind::<$db>($a).fetch_all($ex).await?.first() {
+    (returning, $db:ty, $s:expr, $a:expr, $ex:expr, $sent:expr) => {{
+        match $s.bind_sent::<$db>($a, $sent).fetch_all($ex).await?.first() {
             Some(row) => Ok(Some(row.try_get::<i64, _>(0)?)),
             None => Ok(None),
         }
@@ -277,7 +282,9 @@ macro_rules! runner {
                 s: &'a Statement<V>,
                 a: &'a V::With<'a>,
             ) -> Fut<'a, Vec<Self::Row>> {
-                Box::pin(async move { on!(on, s, |ex| s.bind::<$db>(a).fetch_all(ex)) })
+                Box::pin(
+                    async move { on!(on, s, |ex, sent| s.bind_sent::<$db>(a, sent).fetch_all(ex)) },
+                )
             }
 
             fn execute<'a, V: Values>(
@@ -286,8 +293,11 @@ macro_rules! runner {
                 a: &'a V::With<'a>,
             ) -> Fut<'a, u64> {
                 Box::pin(async move {
-                    on!(on, s, |ex| async {
-                        Ok(s.bind::<$db>(a).execute(ex).await?.rows_affected())
+                    on!(on, s, |ex, sent| async {
+                        Ok(s.bind_sent::<$db>(a, sent)
+                            .execute(ex)
+                            .await?
+                            .rows_affected())
                     })
                 })
             }
@@ -297,7 +307,11 @@ macro_rules! runner {
                 s: &'a Statement<V>,
                 a: &'a V::With<'a>,
             ) -> Fut<'a, Option<i64>> {
-                Box::pin(async move { on!(on, s, |ex| async { value!($values, $db, s, a, ex) }) })
+                Box::pin(async move {
+                    on!(on, s, |ex, sent| async {
+                        value!($values, $db, s, a, ex, sent)
+                    })
+                })
             }
 
             fn int(row: &Self::Row, i: usize) -> Result<i64, sqlx::Error> {

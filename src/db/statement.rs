@@ -20,6 +20,8 @@ use sqlx::{AssertSqlSafe, Database, Encode, Type};
 
 use crate::support::validate::TableName;
 
+use super::durability::{self, Sent};
+
 /// One value a statement may take, by the name the templates give it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Param {
@@ -168,6 +170,9 @@ pub(crate) struct Statement<V> {
     /// Sent as an unnamed statement, inside a transaction of its own when run on a
     /// pool: the transaction-pooling mode (see `LockerBuilder::transaction_pooling`).
     pinned: bool,
+    /// The text sent within a transaction, where it differs: a statement that skips
+    /// its commit's flush does so only alone (see `durability.rs`).
+    durable: Option<Arc<str>>,
     values: PhantomData<fn(&V)>,
 }
 
@@ -178,6 +183,7 @@ impl<V> Clone for Statement<V> {
             params: self.params.clone(),
             table: self.table.clone(),
             pinned: self.pinned,
+            durable: self.durable.clone(),
             values: PhantomData,
         }
     }
@@ -260,6 +266,7 @@ impl<V: Values> Statement<V> {
             prev = 'x';
         }
         Self {
+            durable: durability::durable_text(&text).map(Into::into),
             text: text.into(),
             params: params.into(),
             table: table.as_str().into(),
@@ -295,7 +302,8 @@ impl<V: Values> Statement<V> {
         &self.params
     }
 
-    /// A query with `values` bound in this statement's order.
+    /// A query with `values` bound in this statement's order, sent as a transaction of
+    /// its own.
     pub(crate) fn bind<'a, DB>(
         &self,
         values: &'a V::With<'a>,
@@ -305,9 +313,28 @@ impl<V: Values> Statement<V> {
         &'a str: Encode<'a, DB> + Type<DB>,
         i64: Encode<'a, DB> + Type<DB>,
     {
+        self.bind_sent(values, Sent::Alone)
+    }
+
+    /// A query with `values` bound in this statement's order, its text as `sent`
+    /// asks (see `durability.rs`).
+    pub(crate) fn bind_sent<'a, DB>(
+        &self,
+        values: &'a V::With<'a>,
+        sent: Sent,
+    ) -> sqlx::query::Query<'a, DB, DB::Arguments>
+    where
+        DB: Database + HasStatementCache,
+        &'a str: Encode<'a, DB> + Type<DB>,
+        i64: Encode<'a, DB> + Type<DB>,
+    {
+        let text = match &self.durable {
+            Some(durable) if !sent.may_relax() => durable,
+            _ => &self.text,
+        };
         // A pinned statement is unnamed: a transaction-pooling proxy hands the next
         // transaction to another server connection, where a named one does not exist.
-        let mut query = sqlx::query(AssertSqlSafe(self.text.clone())).persistent(!self.pinned);
+        let mut query = sqlx::query(AssertSqlSafe(text.clone())).persistent(!self.pinned);
         for param in self.params.iter() {
             query = match values.value(*param) {
                 Value::Text(text) => query.bind(text),

@@ -2,10 +2,17 @@
 //! and try again at once instead of sleeping out their back-off.
 //!
 //! Opt-in through [`LockerBuilder::notify_waiters`](crate::LockerBuilder::notify_waiters).
-//! A release that frees a key sends `pg_notify(<table>_released, key)` in its own
-//! statement; one listener per handle family (a [`Locker`](crate::Locker) and the
-//! handles made from it with `new_handle`) holds a connection of its own, outside the
-//! application's pool, and wakes the waiters of that key in this process.
+//! A release that frees a key sends `pg_notify(<table>_released, '<table oid>:<key>')`
+//! in its own statement; one listener per handle family (a [`Locker`](crate::Locker)
+//! and the handles made from it with `new_handle`) holds a connection of its own,
+//! outside the application's pool, and wakes the waiters of that key in this process.
+//!
+//! Channels are database-wide, and two schemas may each hold a lock table of one name:
+//! every payload names the table by its oid (`notify_table.sql`, resolved by the
+//! server), and the listener ignores payloads that name another table. It asks the
+//! server for its own table's oid when it connects, and again, at most once a second,
+//! when a payload names an oid it does not know (the table may have been created
+//! again since), so a foreign or forged payload costs a statement at most.
 //!
 //! A release wakes one waiter of the key in each process, the one that has waited
 //! longest: only one of them can have the lock, and waking them all would have every
@@ -17,11 +24,14 @@
 //! claim) wakes all of them, since each only reads.
 //!
 //! The fair strategy's handoffs name the waiter they handed the lock to, by ticket and
-//! with the grant's token, on a second channel (`<table>_granted`), which the same
-//! listener hears: only that waiter is woken, and it takes up its grant at once.
+//! with the grant's token and key (`<table oid>:<ticket>:<token>:<key>`), on a second
+//! channel (`<table>_granted`), which the same listener hears: only that waiter is
+//! woken, and it claims its grant at once.
 //!
 //! A notification is a hint, never a grant: the woken waiter still takes the lock with
-//! its ordinary statement, and polling goes on underneath. A notification that never
+//! a statement of its own, which finds the grant in the table (a fair waiter's claim is
+//! owner- and token-checked) or finds nothing and changes nothing, and polling goes on
+//! underneath. A notification that never
 //! comes (the listener down, reconnecting, or not yet listening) only costs the wait
 //! until the next poll; every (re)connection of the listener wakes every waiter once,
 //! so a release missed meanwhile is not waited out either.
@@ -32,14 +42,24 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPoolOptions};
-use sqlx::PgPool;
+use sqlx::{AssertSqlSafe, PgPool};
 use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::db::backend::sql;
+use crate::db::statement::{Placeholders, Statement};
+use crate::db::values::Nothing;
+use crate::support::validate::TableName;
 
 /// The first pause before the listener tries to connect again after a failure.
 const RETRY_MIN: Duration = Duration::from_millis(500);
 
 /// The longest pause between two connection attempts of the listener.
 const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// How long after asking the server for the lock table's oid the listener may ask
+/// again, for a payload that names another oid.
+const ASK_AGAIN: Duration = Duration::from_secs(1);
 
 /// The listener of one handle family, started at the first wait.
 #[derive(Debug)]
@@ -50,6 +70,9 @@ pub(crate) struct Notifier {
 /// The waiters of each key, by registration id, the longest waiting first.
 type Waiters = HashMap<String, Vec<(u64, Arc<Wakeup>)>>;
 
+/// The fair waiters, by ticket: the key, and the wake-up.
+type Tickets = HashMap<i64, (String, Arc<Wakeup>)>;
+
 /// One waiter's wake-up: a `Notify` of its own, so that a wake-up that lands while its
 /// waiter is busy with an attempt is kept (as a permit) for its next wait, and whether
 /// one was sent and not yet taken.
@@ -58,9 +81,8 @@ struct Wakeup {
     notify: Notify,
     pending: AtomicBool,
     /// The fair strategy: the token of the grant the handoff that woke the waiter
-    /// handed it (0 for a wake-up that names none), and the grant's expiry.
+    /// named (0 for a wake-up that names none).
     token: AtomicI64,
-    expires_us: AtomicI64,
 }
 
 impl Wakeup {
@@ -75,8 +97,10 @@ struct Shared {
     channel: String,
     /// The fair strategy's channel, on which handoffs name the waiter's ticket.
     grant_channel: String,
-    /// The fair waiters, by ticket.
-    tickets: Mutex<HashMap<i64, Arc<Wakeup>>>,
+    /// The fair waiters, by ticket, with the key each waits for.
+    tickets: Mutex<Tickets>,
+    /// What asks the server for the lock table's oid (`notify_table.sql`).
+    identity: String,
     /// The application's pool, whose connect options the listener copies.
     pool: PgPool,
     next_id: AtomicU64,
@@ -150,65 +174,70 @@ impl Shared {
                 w.wake();
             }
         }
-        for w in self.tickets().values() {
+        for (_, w) in self.tickets().values() {
             w.wake();
         }
     }
 
-    fn tickets(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Arc<Wakeup>>> {
+    fn tickets(&self) -> std::sync::MutexGuard<'_, Tickets> {
         self.tickets.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wakes the fair waiter a handoff named (`ticket:token:expires_us`), if it is in
-    /// this process, with the token and the expiry of its grant.
-    fn wake_ticket(&self, payload: &str) {
-        let mut fields = payload.split(':');
-        let Some(Ok(ticket)) = fields.next().map(str::parse::<i64>) else {
+    /// Wakes the fair waiter a handoff named (`ticket:token:key`, the table's oid taken
+    /// off), if it is in this process and waits for that key, with the token of the
+    /// grant named.
+    fn wake_ticket(&self, named: &str) {
+        let mut fields = named.splitn(3, ':');
+        let (Some(Ok(ticket)), Some(Ok(token)), Some(key)) = (
+            fields.next().map(str::parse::<i64>),
+            fields.next().map(str::parse::<i64>),
+            fields.next(),
+        ) else {
             return;
         };
-        let mut number = || fields.next().and_then(|f| f.parse().ok()).unwrap_or(0);
-        let (token, expires_us) = (number(), number());
-        if let Some(w) = self.tickets().get(&ticket).cloned() {
-            // The expiry first: a waiter that reads a token reads its expiry too.
-            w.expires_us.store(expires_us, Ordering::SeqCst);
+        let tickets = self.tickets();
+        if let Some((_, w)) = tickets.get(&ticket).filter(|(k, _)| k == key) {
             w.token.store(token, Ordering::SeqCst);
             w.wake();
         }
     }
 
-    /// What a notification on `channel` with `payload` wakes.
-    fn heard(&self, channel: &str, payload: &str) {
+    /// What a notification on `channel` wakes, with `named` what its payload names
+    /// after the table's oid.
+    fn heard(&self, channel: &str, named: &str) {
         if channel == self.grant_channel {
-            self.wake_ticket(payload);
+            self.wake_ticket(named);
         } else {
-            self.wake_key(payload);
-            self.wake_watchers(payload);
+            self.wake_key(named);
+            self.wake_watchers(named);
         }
     }
 }
 
 impl Notifier {
-    /// The listener for a handle family on `pool`, when its server has notifications
-    /// (PostgreSQL).
-    pub(crate) fn for_pool(
-        pool: &crate::db::DbPool,
-        channel: String,
-        grant_channel: String,
-    ) -> Option<Self> {
+    /// The listener for a handle family on `pool` and the lock table `table`, when its
+    /// server has notifications (PostgreSQL).
+    pub(crate) fn for_pool(pool: &crate::db::DbPool, table: &TableName) -> Option<Self> {
         match pool {
-            crate::db::DbPool::Postgres(pool) => Some(Self::new(pool, channel, grant_channel)),
+            crate::db::DbPool::Postgres(pool) => Some(Self::new(pool, table)),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 
-    /// A listener for `channel` and `grant_channel`, to connect as `pool` does. Sends
+    /// A listener for the channels of `table`, to connect as `pool` does. Sends
     /// nothing yet.
-    fn new(pool: &PgPool, channel: String, grant_channel: String) -> Self {
+    fn new(pool: &PgPool, table: &TableName) -> Self {
+        let identity = Statement::<Nothing>::render(
+            sql!("postgres", "notify_table"),
+            table,
+            Placeholders::Numbered,
+        );
         Self {
             shared: Arc::new(Shared {
-                channel,
-                grant_channel,
+                channel: table.release_channel(),
+                grant_channel: table.grant_channel(),
+                identity: identity.text().to_owned(),
                 tickets: Mutex::new(HashMap::new()),
                 pool: pool.clone(),
                 next_id: AtomicU64::new(1),
@@ -263,18 +292,21 @@ impl Notifier {
                 weak,
                 shared.pool.clone(),
                 [shared.channel.clone(), shared.grant_channel.clone()],
+                shared.identity.clone(),
             )));
         }
     }
 
-    /// Registers the fair waiter of `ticket` (starting the listener if it is not
-    /// running), to be woken when a handoff names it. Register before the ticket's
-    /// first poll after joining; a handoff before the listener listens is found by the
-    /// waiter's own polls, and every (re)connection wakes it once.
-    pub(crate) fn subscribe_ticket(&self, ticket: i64) -> TicketSubscription {
+    /// Registers the fair waiter of `ticket`, waiting for `key` (starting the listener
+    /// if it is not running), to be woken when a handoff names it. Register before the
+    /// ticket's first poll after joining; a handoff before the listener listens is
+    /// found by the waiter's own polls, and every (re)connection wakes it once.
+    pub(crate) fn subscribe_ticket(&self, ticket: i64, key: &str) -> TicketSubscription {
         self.start();
         let wakeup = Arc::new(Wakeup::default());
-        self.shared.tickets().insert(ticket, wakeup.clone());
+        self.shared
+            .tickets()
+            .insert(ticket, (key.to_owned(), wakeup.clone()));
         TicketSubscription {
             shared: self.shared.clone(),
             ticket,
@@ -293,16 +325,15 @@ pub(crate) struct TicketSubscription {
 
 impl TicketSubscription {
     /// Waits for a wake-up: returns at once if one came since the last wait, with the
-    /// token and the expiry (microseconds since the epoch) of the grant the handoff
-    /// named (token 0 when the wake-up named none: the listener reconnected, and the
-    /// waiter should look).
+    /// token of the grant the handoff named (0 when the wake-up named none: the
+    /// listener reconnected, and the waiter should look). Only a hint: the waiter's
+    /// own statement tells whether the table holds that grant for it.
     ///
     /// Cancel safe: a wake-up is kept until a wait takes it.
-    pub(crate) async fn woken(&self) -> (i64, i64) {
+    pub(crate) async fn woken(&self) -> i64 {
         self.wakeup.notify.notified().await;
         self.wakeup.pending.store(false, Ordering::SeqCst);
-        let token = self.wakeup.token.swap(0, Ordering::SeqCst);
-        (token, self.wakeup.expires_us.load(Ordering::SeqCst))
+        self.wakeup.token.swap(0, Ordering::SeqCst)
     }
 }
 
@@ -356,7 +387,7 @@ impl Drop for Subscription {
 /// The listener task: listens on the channel and wakes the waiters of each key
 /// announced, reconnecting with back-off when the connection fails. Failures are
 /// logged and never reach an acquisition, which keeps polling meanwhile.
-async fn listen(weak: Weak<Shared>, app_pool: PgPool, channels: [String; 2]) {
+async fn listen(weak: Weak<Shared>, app_pool: PgPool, channels: [String; 2], identity: String) {
     // The listener's connection is made like the application's, but is not one of its
     // pool's: a listener never takes a connection the application may be waiting for.
     let pool = PgPoolOptions::new()
@@ -365,6 +396,11 @@ async fn listen(weak: Weak<Shared>, app_pool: PgPool, channels: [String; 2]) {
         .idle_timeout(None)
         .connect_lazy_with((*app_pool.connect_options()).clone());
     drop(app_pool);
+    let mut table = Table {
+        identity,
+        oid: None,
+        asked: None,
+    };
     let mut pause = RETRY_MIN;
     loop {
         let failure = match connect(&pool, &channels).await {
@@ -377,10 +413,17 @@ async fn listen(weak: Weak<Shared>, app_pool: PgPool, channels: [String; 2]) {
                 }
                 loop {
                     match listener.try_recv().await {
-                        Ok(Some(n)) => match weak.upgrade() {
-                            Some(shared) => shared.heard(n.channel(), n.payload()),
-                            None => return,
-                        },
+                        Ok(Some(n)) => {
+                            let named = match table.ours(&mut listener, n.payload()).await {
+                                Ok(named) => named,
+                                Err(e) => break e,
+                            };
+                            match (weak.upgrade(), named) {
+                                (Some(shared), Some(named)) => shared.heard(n.channel(), named),
+                                (Some(_), None) => {}
+                                (None, _) => return,
+                            }
+                        }
                         // The connection was lost (notifications may have been lost with
                         // it); the next call reconnects and listens again.
                         Ok(None) => match weak.upgrade() {
@@ -400,6 +443,43 @@ async fn listen(weak: Weak<Shared>, app_pool: PgPool, channels: [String; 2]) {
         if weak.strong_count() == 0 {
             return;
         }
+    }
+}
+
+/// The lock table's identity, as the listener last asked the server for it.
+struct Table {
+    /// `notify_table.sql`, rendered.
+    identity: String,
+    /// The table's oid, once known.
+    oid: Option<i64>,
+    /// When the server was last asked.
+    asked: Option<Instant>,
+}
+
+impl Table {
+    /// What `payload` (`<table oid>:<rest>`) names after the oid, when the oid is this
+    /// table's; `None` for another table's payload, or one that names none. The server
+    /// is asked for the table's oid when it is not known, and again when a payload
+    /// names another oid, at most once a second: the table may have been created again
+    /// (a new oid) since it was last asked.
+    async fn ours<'p>(
+        &mut self,
+        conn: &mut PgListener,
+        payload: &'p str,
+    ) -> Result<Option<&'p str>, sqlx::Error> {
+        let Some((oid, named)) = payload
+            .split_once(':')
+            .and_then(|(oid, named)| Some((oid.parse::<i64>().ok()?, named)))
+        else {
+            return Ok(None);
+        };
+        if self.oid != Some(oid) && self.asked.is_none_or(|at| at.elapsed() >= ASK_AGAIN) {
+            self.asked = Some(Instant::now());
+            self.oid = sqlx::query_scalar::<_, Option<i64>>(AssertSqlSafe(self.identity.clone()))
+                .fetch_one(&mut *conn)
+                .await?;
+        }
+        Ok((self.oid == Some(oid)).then_some(named))
     }
 }
 

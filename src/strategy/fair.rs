@@ -218,7 +218,7 @@ async fn wait(
                 Err(f) => return Err(f.error),
             }
         };
-        let wake = subscribe(handle, place.ticket);
+        let wake = subscribe(handle, place.ticket, place.key);
         // When the place was last renewed (as of the statement's sending).
         let mut renewed = sent;
         // The first waiter's polls, at most this far apart: a poll interval longer
@@ -268,36 +268,15 @@ async fn wait(
                 }
             };
             let first = matches!(standing, Standing::Waiting { ahead: 0, .. });
+            // Named by a handoff, with the token of the grant it names (0: look).
             let named = tokio::select! {
                 () = tokio::time::sleep(delay) => None,
-                // Named by a handoff: a grant waits to be taken up.
                 named = woken(&wake) => Some(named),
                 () = tx.closed() => {
                     leave(handle, &place).await;
                     return Ok(None);
                 }
             };
-            // Named with the grant's token and expiry, a waiter whose grant the
-            // watchdog renews takes it as the notification describes it, with no
-            // statement on the way: the handoff made the grant the waiter's, lasting as
-            // long as its place, whose expiry the place's last renewal set. So the grant
-            // is valid from that renewal's sending. The place, left behind, is deleted
-            // in the background (the sweep would remove it once it lapsed).
-            if let Some((token, expires_us)) = named {
-                if token > 0 && expires_us > 0 && ask.renewed {
-                    forget(handle, &place);
-                    sent = renewed;
-                    standing = Standing::Granted(Grant {
-                        owner: handle.owner_text.clone(),
-                        token,
-                        expires_us,
-                        hold_count: 1,
-                        strategy: Strategy::Fair.name().to_owned(),
-                        presence: None,
-                    });
-                    continue;
-                }
-            }
             sent = Instant::now();
             // The place is renewed only when it would otherwise go unrenewed for
             // longer than a third of its TTL before the next look.
@@ -309,15 +288,21 @@ async fn wait(
             // this waiter the first (see `behind_delay`); never two such looks in a
             // row, so that a short TTL, with which every look falls due, still reads
             // the standing every other look.
-            let renew_only = match (&named, &standing) {
+            let renew_only = match (named, &standing) {
                 (None, Standing::Waiting { ahead, free }) if due && !unread && *ahead > 1 => {
                     Some((*ahead, *free))
                 }
                 _ => None,
             };
             let step = match named {
-                // The grant's token came with the notification: taken up at once.
-                Some((token, _)) if token > 0 => db.fair_claim(&place, token).await,
+                // A notification is a hint: the grant it names is claimed by a
+                // statement that finds it in the table, or finds nothing (the
+                // notification was not the handoff's, or the grant is gone) and leaves
+                // the waiter as it stood, for its next look.
+                Some(token) if token > 0 => db
+                    .fair_claim(&place, token)
+                    .await
+                    .map(|claimed| claimed.unwrap_or(standing)),
                 Some(_) => db.fair_stand(&place, due).await,
                 // The first waiter reads its standing (one statement, no gate), and
                 // polls under the key's gate only when the lock is free to hand on:
@@ -351,9 +336,8 @@ async fn wait(
                     None => db.fair_stand(&place, due).await,
                 },
             };
-            // Only a step that went through renewed the place: the grant a later
-            // handoff names lasts from then.
-            if due && step.is_ok() && !matches!(named, Some((t, _)) if t > 0) {
+            // Only a step that went through renewed the place (a claim renews none).
+            if due && step.is_ok() && !matches!(named, Some(t) if t > 0) {
                 renewed = sent;
             }
             unread = renew_only.is_some();
@@ -379,23 +363,26 @@ type Wake = Option<crate::keepers::notify::TicketSubscription>;
 #[cfg(not(feature = "postgres"))]
 type Wake = Option<std::convert::Infallible>;
 
-/// Registers the waiter of `ticket` for the notification that names it (PostgreSQL
-/// with `notify_waiters`).
-fn subscribe(handle: &Handle, ticket: i64) -> Wake {
+/// Registers the waiter of `ticket` on `key` for the notification that names it
+/// (PostgreSQL with `notify_waiters`).
+fn subscribe(handle: &Handle, ticket: i64, key: &str) -> Wake {
     #[cfg(feature = "postgres")]
     {
-        handle.notifier.as_ref().map(|n| n.subscribe_ticket(ticket))
+        handle
+            .notifier
+            .as_ref()
+            .map(|n| n.subscribe_ticket(ticket, key))
     }
     #[cfg(not(feature = "postgres"))]
     {
-        let _ = (handle, ticket);
+        let _ = (handle, ticket, key);
         None
     }
 }
 
 /// Returns when the waiter was named by a handoff, with the token of the grant it
-/// named (0: look) and its expiry; never without notifications.
-async fn woken(wake: &Wake) -> (i64, i64) {
+/// named (0: look); never without notifications.
+async fn woken(wake: &Wake) -> i64 {
     match wake {
         #[cfg(feature = "postgres")]
         Some(w) => w.woken().await,
@@ -403,26 +390,6 @@ async fn woken(wake: &Wake) -> (i64, i64) {
         Some(never) => match *never {},
         None => std::future::pending().await,
     }
-}
-
-/// Deletes, in the background, the place of a waiter that took its grant without a
-/// statement. Should that fail, the place lapses at its TTL (it is renewed no more),
-/// is never handed anything (it holds a grant), and is swept.
-fn forget(handle: &Arc<Handle>, place: &Place<'_>) {
-    let handle = handle.clone();
-    let (key, ticket) = (place.key.to_owned(), place.ticket);
-    tokio::spawn(async move {
-        let place = Place {
-            key: &key,
-            owner: &handle.owner_text,
-            ticket,
-            ttl_us: 0,
-        };
-        if let Err(f) = retry_failure(|| handle.db.fair_forget(&place)).await {
-            tracing::debug!(key = %key, error = %f.error,
-                "could not delete a fair place whose grant was taken; it lapses");
-        }
-    });
 }
 
 /// Ends a wait whose caller is gone: a grant is given back, a place left.

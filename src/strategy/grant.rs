@@ -8,16 +8,13 @@ use crate::db::values::{self, Held};
 use crate::db::{DbTransaction, Grant};
 use crate::support::strategy_kind::Strategy;
 
-/// What an acquisition asks for: a key, the strategy to hold it with, a lease's TTL
-/// (validated), and whether the watchdog will renew the grant.
+/// What an acquisition asks for: a key, the strategy to hold it with, and a lease's
+/// TTL (validated).
 #[derive(Debug, Clone)]
 pub(crate) struct Ask {
     pub(crate) key: String,
     pub(crate) strategy: Strategy,
     pub(crate) ttl: Duration,
-    /// Whether the grant is renewed while held: a grant that is not must last its
-    /// whole TTL from the moment it is taken up.
-    pub(crate) renewed: bool,
 }
 
 impl Ask {
