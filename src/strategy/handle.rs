@@ -17,6 +17,7 @@ use crate::keepers::presence::Presence;
 use crate::keepers::watchdog::Watchdog;
 use crate::support::metrics::Meter;
 use crate::support::strategy_kind::Strategy;
+use crate::support::validate;
 
 /// The settings of a handle, which the handles made from it copy.
 #[derive(Debug, Clone, Copy)]
@@ -144,6 +145,28 @@ impl Handle {
         self.held().get(key).map(|h| h.strategy)
     }
 
+    /// Whether a guard of this handle holds a read of the read-write lock `name`.
+    pub(crate) fn holds_read_of(&self, name: &str) -> bool {
+        let read = format!("{name}{}{}", validate::READ_MARKER, self.owner_text);
+        self.held().contains_key(&read)
+    }
+
+    /// Whether this handle holds `name` otherwise than as the write side of the
+    /// read-write lock `name` (a plain lock, a multi-lock's key, a fair or for-update
+    /// lock): a read beside such a hold is refused, since its release would free the
+    /// name under the read.
+    pub(crate) fn holds_other_than_write(&self, name: &str) -> bool {
+        self.held().get(name).is_some_and(|h| h.guards > h.writes)
+    }
+
+    /// Notes that a guard of `key` (counted by [`hold_started`](Self::hold_started))
+    /// holds it as the write side of the read-write lock `key`.
+    pub(crate) fn write_started(&self, key: &str) {
+        if let Some(entry) = self.held().get_mut(key) {
+            entry.writes += 1;
+        }
+    }
+
     /// The longest at-least hold the guards of `key` asked for: the holds of one key
     /// share the time it was taken, so the last release keeps the key that long.
     pub(crate) fn at_least(&self, key: &str) -> Option<Duration> {
@@ -156,17 +179,22 @@ impl Handle {
         let entry = held.entry(key.to_owned()).or_insert(HeldKey {
             strategy,
             guards: 0,
+            writes: 0,
             at_least: None,
         });
         entry.guards += 1;
         entry.at_least = entry.at_least.max(at_least);
     }
 
-    /// Notes that a guard of `key` ended.
-    pub(crate) fn hold_ended(&self, key: &str) {
+    /// Notes that a guard of `key` ended; `write`: one that held it as the write side
+    /// of a read-write lock.
+    pub(crate) fn hold_ended(&self, key: &str, write: bool) {
         let mut held = self.held();
         if let Some(entry) = held.get_mut(key) {
             entry.guards = entry.guards.saturating_sub(1);
+            if write {
+                entry.writes = entry.writes.saturating_sub(1);
+            }
             if entry.guards == 0 {
                 held.remove(key);
             }
@@ -196,6 +224,8 @@ impl Handle {
 struct HeldKey {
     strategy: Strategy,
     guards: u32,
+    /// How many of the guards hold the key as the write side of a read-write lock.
+    writes: u32,
     /// The longest at-least hold its guards asked for, kept until the last one ends.
     at_least: Option<Duration>,
 }

@@ -2,13 +2,18 @@
 //! re-entry nobody waits for and a fair wait whose caller left all go through. It sits
 //! below the strategies, so that a lease's hold, an attempt and a fair wait can each
 //! give a lock back without reaching into one another.
+//!
+//! Besides the strategies' own releases, two keep a name held in shared mode
+//! (`db/shared.rs`) true: a hold of a name in shared mode (a read, a permit: its key
+//! tells its name) counts its name one hold less as it goes, and the write side of a
+//! read-write lock leaves its name to its owner's read, when it holds one.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 use crate::db::retry::{retry_contention, retry_failure};
-use crate::db::values::Release;
+use crate::db::values::{Parent, Release};
 use crate::support::error::{Class, Result};
 use crate::support::strategy_kind::Strategy;
 
@@ -20,7 +25,9 @@ use super::handle::Handle;
 ///
 /// The insert strategy's last hold deletes the row; a lease's row stays, free; a fair
 /// lock's last hold hands it to the next live waiter in the same transaction
-/// (`db/fair.rs`). With an at-least hold (`at_least`, see
+/// (`db/fair.rs`). A hold of a name in shared mode counts its name one hold less in
+/// the same transaction, and the write side of a read-write lock leaves its name to
+/// its owner's live read, if it has one (a downgrade), with no moment free. With an at-least hold (`at_least`, see
 /// [`LockRequest::at_least`](crate::LockRequest::at_least)) the last hold frees the key
 /// only once that long has passed since the lease was taken, on the database clock;
 /// before then the row stays taken, with no hold, until then. On MariaDB a release
@@ -43,7 +50,46 @@ pub(crate) async fn release(
             Box::pin(hand_on(handle, id));
         return handoff.await;
     }
+    if let Some(name) = Parent::of(&id.key) {
+        return release_shared(handle, id, &name).await;
+    }
+    // A write side's release that has to keep an at-least hold cannot have a read
+    // beside it: a read is refused to a handle that holds its name otherwise.
+    if id.rw_write && at_least.is_none() {
+        return release_write(handle, id).await;
+    }
     release_row(handle, id, at_least).await
+}
+
+/// Gives back one hold of a name in shared mode (a read, a permit), and with its last,
+/// one of its name's holds, in one transaction: whether it was still ours. On MariaDB,
+/// as [`release_row`]: a row that stays locked is told from a hold that is gone by a
+/// read that waits on nothing.
+async fn release_shared(handle: &Handle, id: &LockId, name: &Parent<'_>) -> Result<bool> {
+    let held = id.held(&handle.owner_text);
+    let db = &handle.db;
+    retry_contention(|| async {
+        match db.shared_release(&held, name).await {
+            Err(f) if f.class == Class::Contention && !db.still_held(&held).await? => Ok(false),
+            other => other,
+        }
+    })
+    .await
+}
+
+/// Gives back one hold of the write side of a read-write lock, and with its last,
+/// leaves the name to the owner's live read, if it holds one, in one transaction:
+/// whether it was still ours. Retried as [`release_shared`].
+async fn release_write(handle: &Handle, id: &LockId) -> Result<bool> {
+    let held = id.held(&handle.owner_text);
+    let db = &handle.db;
+    retry_contention(|| async {
+        match db.rw_release_write(&held).await {
+            Err(f) if f.class == Class::Contention && !db.still_held(&held).await? => Ok(false),
+            other => other,
+        }
+    })
+    .await
 }
 
 /// Gives back one hold of a fair lock, and the last hands it on to the next waiter in

@@ -3,7 +3,7 @@
 //! given back when nobody is there to take it.
 //!
 //! The write side needs no attempt of its own: it is a lease on the lock's name, taken
-//! by the lease's attempt, and then waits out the readers (`api/rwlock.rs`).
+//! by the lease's attempt, busy while reads hold the name (`db/shared.rs`).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
