@@ -213,6 +213,50 @@ async fn a_writer_downgrades() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A downgrade whose write guard is dropped rather than released: the background
+/// release leaves the name to the read as an explicit release does, with no moment
+/// free: a lock on the name is busy at every look until the name shows held by the
+/// read (in shared mode), and then another reader gets in and a writer does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_write_leaves_the_name_to_its_read() -> anyhow::Result<()> {
+    for b in common::backends("rw_down_drop").await {
+        let holder = b.fresh_table().await?;
+        let (other, plain) = (holder.new_handle(), holder.new_handle());
+        let write = holder
+            .write_lock("dropped")
+            .acquire_timeout(DEADLINE)
+            .await?;
+        let read = holder.read_lock("dropped").try_acquire().await?;
+        let read = read.expect("a writer's read is granted at once");
+        drop(write);
+        let end = tokio::time::Instant::now() + DEADLINE;
+        while !held_by_reads(&holder, "dropped", 1).await? {
+            assert!(
+                plain.try_acquire("dropped").await?.is_none(),
+                "{}: the name was free between the write and the read",
+                b.dialect
+            );
+            assert!(
+                tokio::time::Instant::now() < end,
+                "{}: never left to the read",
+                b.dialect
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            plain.try_acquire("dropped").await?.is_none(),
+            "{}",
+            b.dialect
+        );
+        assert!(other.write_lock("dropped").try_acquire().await?.is_none());
+        let shared = other.read_lock("dropped").try_acquire().await?;
+        assert!(shared.expect("readers share").release().await?);
+        assert!(read.release().await?);
+        assert_eq!(b.held_rows(holder.pool()).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}
+
 /// A reader that stops renewing (as a crashed holder does) blocks a writer until its
 /// lease lapses on the database clock, then not; the sweeper clears its expired read
 /// hold. The lapse is brought forward in the table (the read's row and the name's,
