@@ -432,6 +432,58 @@ async fn renewed_shared_holds_keep_the_name_past_their_ttl() -> anyhow::Result<(
     Ok(())
 }
 
+/// A read extended past its TTL pushes its name as far, in the same transaction: the
+/// name's expiry is never earlier than the read's, on every backend, for a read of a
+/// name held by reads and for a downgrade's read (its name held by the writer); and an
+/// extension of a read that lost its name (released by force) extends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extended_read_pushes_its_name() -> anyhow::Result<()> {
+    for b in common::backends("one_name_extend").await {
+        let reader = b.fresh_table().await?;
+        let other = b.locker().await?;
+        let far = Duration::from_secs(3600);
+        let name_expiry = |name: &'static str| {
+            let other = other.clone();
+            async move {
+                anyhow::Ok(
+                    other
+                        .lock_info(name)
+                        .await?
+                        .with_context(|| format!("{name} is held"))?
+                        .expires_at,
+                )
+            }
+        };
+        let mut shared = reader.read_lock("extended").acquire().await?;
+        assert!(shared.extend(far).await?, "{}", b.dialect);
+        assert!(
+            name_expiry("extended").await? >= shared.expires_at(),
+            "{}: the name expires before its extended read",
+            b.dialect
+        );
+        let write = reader.write_lock("downgraded").acquire().await?;
+        let mut read = reader.read_lock("downgraded").try_acquire().await?;
+        let read_ref = read.as_mut().context("a writer's read")?;
+        assert!(read_ref.extend(far).await?, "{}", b.dialect);
+        assert!(write.release().await?);
+        assert!(
+            name_expiry("downgraded").await? >= read_ref.expires_at(),
+            "{}: the downgraded name expires before its extended read",
+            b.dialect
+        );
+        assert!(other.force_release("extended").await?);
+        assert!(
+            !shared.extend(far).await?,
+            "{}: extended a released read",
+            b.dialect
+        );
+        assert!(read.context("read")?.release().await?);
+        assert!(!shared.release().await?);
+        assert_eq!(b.held_rows(reader.pool()).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}
+
 /// An operator's release of a name held by reads (or permits) releases the name with
 /// every read (permit) of it, in one transaction: the name is free for a lock at once,
 /// and each holder's lost signal fires. The release of one read releases it alone, and

@@ -20,7 +20,7 @@ use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{
     Acquire, AcquireAll, Bound, Claim, Extend, Held, Key, KeyList, Limit, Mark, Parent, Permits,
-    Place, Release, Renew, RowGrant, Share, Slots, Sweep,
+    Place, Push, Release, Renew, RowGrant, Share, Slots, Sweep,
 };
 
 /// The statements every server has, rendered for one table.
@@ -72,8 +72,8 @@ pub(crate) struct Shared {
     pub(crate) release: Statement<Held<'static>>,
     /// The name counts one hold less, and is free at none.
     pub(crate) leave: Statement<Parent<'static>>,
-    /// The name pushed, before a hold of it is extended.
-    pub(crate) push: Statement<Share<'static>>,
+    /// The name pushed as far as a hold of it, once the hold was extended.
+    pub(crate) push: Statement<Push<'static>>,
     /// An operator's release of a name: the holds to release with it.
     pub(crate) holds: Statement<Key<'static>>,
     /// An operator's release of those holds.

@@ -15,14 +15,14 @@
 //! that mode, or, in a downgrade, by the hold's own owner as the write side) and
 //! expires no sooner than the hold. A grant marks `N` in the grant's transaction
 //! (`rw.rs`, `semaphore.rs`); a renewal pushes `N` in the same statement
-//! (`lease_renew.sql`); an extension pushes `N` first, in one transaction
+//! (`lease_renew.sql`); an extension pushes `N` as far as the hold, in one transaction
 //! ([`extend`]); a release counts `N` one hold less in the release's transaction and
 //! frees it at none ([`release`]). A hold whose holder died keeps `N` counted until `N`
 //! expires: that costs the name's next holder time, never safety.
 
 use super::backend::Backend;
 use super::runner::{self, texts, On, Runner};
-use super::values::{Extend, Held, Key, KeyList, Parent, Share};
+use super::values::{Extend, Held, Key, KeyList, Parent, Push};
 
 /// Gives back one hold of `h` (a read, a permit) if it is still ours, and when it was
 /// the last, counts its name `name` one hold less, in one transaction: whether the
@@ -71,33 +71,35 @@ pub(crate) async fn release_write<B: Backend>(b: &B, h: &Held<'_>) -> Result<boo
     Ok(true)
 }
 
-/// Extends a hold in shared mode to at least `e.ttl_us` from now, its name `name`
-/// pushed first, in one transaction: the hold's new expiry, `None` (nothing changed)
-/// when the hold or its name is no longer live.
+/// Extends a hold in shared mode to at least `e.ttl_us` from now, then pushes its name
+/// `name` to expire no sooner than the hold now does, in one transaction: the hold's
+/// new expiry, `None` (nothing changed) when the hold or its name is no longer live.
+/// The name is pushed to the hold's own new expiry, read from its row, not to a time
+/// of its own: each statement has its own clock reading.
 pub(crate) async fn extend<B: Backend>(
     b: &B,
     e: &Extend<'_>,
     name: &str,
 ) -> Result<Option<i64>, sqlx::Error> {
     let common = b.common();
-    let push = Share {
+    let push = Push {
         key: name,
+        hold: e.held.key,
         owner: e.held.owner,
-        count: 0,
-        ttl_us: e.ttl_us,
     };
     let mut tx = runner::begin(b.pool()).await?;
-    let pushed = B::Db::execute(On::Conn(&mut *tx), &common.shared.push, &push).await? > 0;
-    let extended = if pushed {
-        B::Db::value(On::Conn(&mut *tx), &common.lease_extend, e).await?
-    } else {
-        None
+    let extended = B::Db::value(On::Conn(&mut *tx), &common.lease_extend, e).await?;
+    let pushed = match extended {
+        Some(_) => B::Db::execute(On::Conn(&mut *tx), &common.shared.push, &push).await? > 0,
+        None => false,
     };
-    match extended {
-        Some(_) => tx.commit().await?,
-        None => tx.rollback().await?,
+    if pushed {
+        tx.commit().await?;
+        Ok(extended)
+    } else {
+        tx.rollback().await?;
+        Ok(None)
     }
-    Ok(extended)
 }
 
 /// An operator's release of the holds of the name `k` in shared mode: every live read

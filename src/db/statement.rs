@@ -47,11 +47,13 @@ pub(crate) enum Param {
     Prefix,
     /// A multi-lock's keys, as a JSON array.
     Keys,
+    /// The key of a hold of a name in shared mode (a read, a permit), beside its name.
+    Hold,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 22] = [
+    const NAMES: [(Self, &'static str); 23] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -74,13 +76,14 @@ impl Param {
         (Self::Count, "count"),
         (Self::Prefix, "prefix"),
         (Self::Keys, "keys"),
+        (Self::Hold, "hold"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 22] = {
-        let mut all = [Self::Key; 22];
+    pub(crate) const ALL: [Self; 23] = {
+        let mut all = [Self::Key; 23];
         let mut i = 0;
-        while i < 22 {
+        while i < 23 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }

@@ -179,6 +179,29 @@ impl Values for Share<'_> {
     }
 }
 
+/// A name held in shared mode pushed to expire no sooner than one of its holds: the
+/// name `key`, the hold's key `hold` and owner `owner`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Push<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) hold: &'a str,
+    pub(crate) owner: &'a str,
+}
+
+impl Values for Push<'_> {
+    type With<'a> = Push<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Hold, Param::Owner];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Hold => Value::Text(self.hold),
+            Param::Owner => Value::Text(self.owner),
+            _ => Value::Text(self.key),
+        }
+    }
+}
+
 /// The name a hold in shared mode holds, and the mode (`read` or `semaphore`, the
 /// name's row's `lock_strategy` while so held), as
 /// [`parent_of`](crate::support::validate::parent_of) tells them from the hold's key.
