@@ -6,7 +6,9 @@
 -- than any of them:
 -- - free, missing or expired: taken in shared mode, one hold, a new fencing token;
 -- - held by reads: :count more holds (1 for a new read hold, 0 for a re-entry), its
---   expiry pushed to at least :ttl_us from now;
+--   expiry pushed to at least :ttl_us from now, and no sooner than the read hold's
+--   (read from its row: the hold's statement read the clock a moment before, and a
+--   clock stepped back between the two must not leave the name short of the hold);
 -- - held by :owner as the write side (a lease with holds: a downgrade): left so, its
 --   expiry pushed as well, and its presence marker dropped, so that no presence
 --   takeover frees the name while the read lives (the write's release leaves the name
@@ -27,8 +29,13 @@ SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 INSERT INTO `{table}`
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token, presence_key)
-VALUES (:key, '', 'read', TRUE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), :ttl_us,
-        UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND, 1, NEXTVAL(`{table}_fence_seq`), NULL)
+SELECT :key, '', 'read', TRUE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), :ttl_us,
+       GREATEST(UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND,
+                COALESCE((SELECT h.expires_at FROM `{table}` AS h
+                          WHERE h.lock_key = CONCAT(:key, '@read:', :owner)),
+                         UTC_TIMESTAMP(6))),
+       1, NEXTVAL(`{table}_fence_seq`), NULL
+FROM DUAL
 ON DUPLICATE KEY UPDATE
     fencing_token = IF((@sqlock_fresh := (NOT locked OR expires_at <= VALUES(lock_time))),
                        GREATEST(NEXTVAL(`{table}_fence_seq`), fencing_token + 1),

@@ -5,8 +5,10 @@
 -- lock_strategy 'semaphore', counts the permits held in hold_count, and expires no
 -- sooner than any of them:
 -- - free, missing or expired: taken in shared mode, :count holds, a new fencing token;
--- - held by permits: :count more holds, its expiry pushed to at least :ttl_us from now
---   (the permits taken in this transaction expire :ttl_us after an earlier instant);
+-- - held by permits: :count more holds, its expiry pushed to at least :ttl_us from now,
+--   and no sooner than any live permit of :owner's (read from their rows: the permits
+--   taken in this transaction read the clock a moment before, and a clock stepped
+--   back between the two must not leave the name short of them);
 -- - anything else (a lock of any strategy, reads of a read-write lock): left as it is.
 -- The key's fence bucket is locked first and kept to the transaction's end, as every
 -- acquisition of the name locks it (a read keeps it shared for its transaction): a
@@ -24,8 +26,18 @@ INSERT INTO `{table}`
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token, presence_key)
 SELECT :key, '', 'semaphore', TRUE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), :ttl_us,
-       UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND, :count,
-       NEXTVAL(`{table}_fence_seq`), NULL
+       GREATEST(UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND,
+                COALESCE((SELECT MAX(l.expires_at) FROM (
+                              WITH RECURSIVE seq (slot) AS (
+                                  SELECT 0 UNION ALL SELECT slot + 1 FROM seq WHERE slot + 1 < 1000
+                              )
+                              SELECT CONCAT('semaphore:', m.name, '#', seq.slot) AS k
+                              FROM `{table}_semaphores` AS m JOIN seq ON seq.slot < m.permits
+                              WHERE m.name = :key) AS s
+                          JOIN `{table}` AS l ON l.lock_key = s.k
+                          WHERE l.lock_owner = :owner AND l.locked),
+                         UTC_TIMESTAMP(6))),
+       :count, NEXTVAL(`{table}_fence_seq`), NULL
 FROM `{table}_fence`
 WHERE bucket = CRC32(:key) % 1024
 FOR UPDATE

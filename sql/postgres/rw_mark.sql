@@ -6,7 +6,9 @@
 -- than any of them:
 -- - free, missing or expired: taken in shared mode, one hold, a new fencing token;
 -- - held by reads: :count more holds (1 for a new read hold, 0 for a re-entry), its
---   expiry pushed to at least :ttl_us from now;
+--   expiry pushed to at least :ttl_us from now, and no sooner than the read hold's
+--   (read from its row: the hold's statement read the clock a moment before, and a
+--   clock stepped back between the two must not leave the name short of the hold);
 -- - held by :owner as the write side (a lease with holds: a downgrade): left so, its
 --   expiry pushed as well, and its presence marker dropped, so that no presence
 --   takeover frees the name while the read lives (the write's release leaves the name
@@ -19,9 +21,11 @@
 INSERT INTO "{table}" AS n
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token, presence_key)
-VALUES (:key, '', 'read', TRUE, statement_timestamp(), statement_timestamp(), :ttl_us,
-        statement_timestamp() + :ttl_us * INTERVAL '1 microsecond', 1,
-        nextval('"{table}_fence_seq"'), NULL)
+SELECT :key, '', 'read', TRUE, statement_timestamp(), statement_timestamp(), :ttl_us,
+       greatest(statement_timestamp() + :ttl_us * INTERVAL '1 microsecond',
+                (SELECT h.expires_at FROM "{table}" AS h
+                 WHERE h.lock_key = :key || '@read:' || :owner)),
+       1, nextval('"{table}_fence_seq"'), NULL
 ON CONFLICT (lock_key) DO UPDATE SET
     fencing_token = CASE WHEN NOT n.locked OR n.expires_at <= EXCLUDED.lock_time
         THEN greatest(nextval('"{table}_fence_seq"'), n.fencing_token + 1)

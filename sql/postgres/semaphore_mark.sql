@@ -5,8 +5,10 @@
 -- lock_strategy 'semaphore', counts the permits held in hold_count, and expires no
 -- sooner than any of them:
 -- - free, missing or expired: taken in shared mode, :count holds, a new fencing token;
--- - held by permits: :count more holds, its expiry pushed to at least :ttl_us from now
---   (the permits taken in this transaction expire :ttl_us after an earlier instant);
+-- - held by permits: :count more holds, its expiry pushed to at least :ttl_us from now,
+--   and no sooner than any live permit of :owner's (read from their rows: the permits
+--   taken in this transaction read the clock a moment before, and a clock stepped
+--   back between the two must not leave the name short of them);
 -- - anything else (a lock of any strategy, reads of a read-write lock): left as it is.
 -- The key's gate first, the transaction-scoped advisory lock every acquisition of the
 -- name takes, without waiting: a for-update holder keeps it for its whole transaction
@@ -20,8 +22,12 @@ INSERT INTO "{table}" AS n
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token, presence_key)
 SELECT :key, '', 'semaphore', TRUE, statement_timestamp(), statement_timestamp(), :ttl_us,
-       statement_timestamp() + :ttl_us * INTERVAL '1 microsecond', CAST(:count AS INTEGER),
-       nextval('"{table}_fence_seq"'), NULL
+       greatest(statement_timestamp() + :ttl_us * INTERVAL '1 microsecond',
+                (SELECT max(l.expires_at) FROM "{table}_semaphores" AS m
+                 CROSS JOIN generate_series(0, m.permits - 1) AS s(slot)
+                 JOIN "{table}" AS l ON l.lock_key = 'semaphore:' || m.name || '#' || s.slot
+                 WHERE m.name = :key AND l.lock_owner = :owner AND l.locked)),
+       CAST(:count AS INTEGER), nextval('"{table}_fence_seq"'), NULL
 FROM gate
 WHERE gate.open
 ON CONFLICT (lock_key) DO UPDATE SET

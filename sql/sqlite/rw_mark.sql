@@ -6,7 +6,9 @@
 -- than any of them:
 -- - free, missing or expired: taken in shared mode, one hold, a new fencing token;
 -- - held by reads: :count more holds (1 for a new read hold, 0 for a re-entry), its
---   expiry pushed to at least :ttl_us from now;
+--   expiry pushed to at least :ttl_us from now, and no sooner than the read hold's
+--   (read from its row: the hold's statement read the clock a moment before, and a
+--   clock stepped back between the two must not leave the name short of the hold);
 -- - held by :owner as the write side (a lease with holds: a downgrade): left so, its
 --   expiry pushed as well (the write's release leaves the name to the read,
 --   rw_convert.sql);
@@ -19,8 +21,10 @@
 INSERT INTO "{table}" AS n
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token)
-SELECT :key, '', 'read', 1, t.now, t.now, :ttl_us, t.now + :ttl_us, 1,
-       (SELECT floor + 1 FROM "{table}_fence" WHERE id = 1)
+SELECT :key, '', 'read', 1, t.now, t.now, :ttl_us,
+       max(t.now + :ttl_us, coalesce((SELECT h.expires_at FROM "{table}" AS h
+                                      WHERE h.lock_key = :key || '@read:' || :owner), 0)),
+       1, (SELECT floor + 1 FROM "{table}_fence" WHERE id = 1)
 FROM (SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER) AS now) AS t
 WHERE TRUE
 ON CONFLICT (lock_key) DO UPDATE SET
