@@ -439,6 +439,9 @@ impl<'a> RwLockRequest<'a> {
             max_hold: self.max_hold,
         };
         let key = read_key(self.name, &shared.owner_text);
+        // The attempt stays noted until the guard holds the read: a release of this
+        // handle's write side, which waits for reads under way, then sees it held.
+        let _until_held = shared.attempt_started(&key);
         let grant = landing
             .take()
             .into_iter()

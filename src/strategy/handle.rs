@@ -128,6 +128,56 @@ impl Handle {
         }
     }
 
+    /// Waits until no attempt of this handle on `key` is under way, and notes one at
+    /// once, in one step: two callers never both pass. A read of a read-write lock and
+    /// the release of its write side on one handle take turns so (see `release.rs`).
+    pub(crate) async fn attempt_alone(self: &Arc<Self>, key: &str) -> InFlight {
+        self.wait_alone(key).await;
+        InFlight {
+            handle: Arc::clone(self),
+            key: key.to_owned(),
+        }
+    }
+
+    /// [`attempt_alone`](Self::attempt_alone), for a caller that borrows the handle.
+    pub(crate) async fn alone(&self, key: &str) -> Alone<'_> {
+        self.wait_alone(key).await;
+        Alone {
+            handle: self,
+            key: key.to_owned(),
+        }
+    }
+
+    async fn wait_alone(&self, key: &str) {
+        loop {
+            let ended = self.attempt_ended.notified();
+            tokio::pin!(ended);
+            // Registered before the count is read, so that no end is missed.
+            ended.as_mut().enable();
+            {
+                let mut attempts = self.attempts();
+                if !attempts.contains_key(key) {
+                    attempts.insert(key.to_owned(), 1);
+                    return;
+                }
+            }
+            ended.await;
+        }
+    }
+
+    /// One attempt on `key` ended.
+    fn attempt_ended(&self, key: &str) {
+        let mut attempts = self.attempts();
+        if let Some(n) = attempts.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                attempts.remove(key);
+            }
+        }
+        drop(attempts);
+        self.attempt_ended.notify_waiters();
+    }
+
     /// Whether an attempt of this handle on `key` is under way.
     pub(crate) fn attempt_under_way(&self, key: &str) -> bool {
         self.attempts().contains_key(key)
@@ -240,14 +290,19 @@ pub(crate) struct InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut attempts = self.handle.attempts();
-        if let Some(n) = attempts.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                attempts.remove(&self.key);
-            }
-        }
-        drop(attempts);
-        self.handle.attempt_ended.notify_waiters();
+        self.handle.attempt_ended(&self.key);
+    }
+}
+
+/// [`InFlight`] on a borrowed handle: see [`Handle::alone`].
+#[derive(Debug)]
+pub(crate) struct Alone<'a> {
+    handle: &'a Handle,
+    key: String,
+}
+
+impl Drop for Alone<'_> {
+    fn drop(&mut self) {
+        self.handle.attempt_ended(&self.key);
     }
 }

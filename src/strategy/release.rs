@@ -16,6 +16,7 @@ use crate::db::retry::{retry_contention, retry_failure};
 use crate::db::values::{Parent, Release};
 use crate::support::error::{Class, Result};
 use crate::support::strategy_kind::Strategy;
+use crate::support::validate::READ_MARKER;
 
 use super::grant::LockId;
 use super::handle::Handle;
@@ -56,7 +57,14 @@ pub(crate) async fn release(
     // A write side's release that has to keep an at-least hold cannot have a read
     // beside it: a read is refused to a handle that holds its name otherwise.
     if id.rw_write && at_least.is_none() {
-        return release_write(handle, id).await;
+        // Alone with this handle's reads of the name: none starts meanwhile, and one
+        // under way is held (or given back) by now. Without a read the name is simply
+        // freed, in the one statement of any lease.
+        let read = format!("{}{}{}", id.key, READ_MARKER, handle.owner_text);
+        let _alone = handle.alone(&read).await;
+        if handle.holds_read_of(&id.key) {
+            return release_write(handle, id).await;
+        }
     }
     release_row(handle, id, at_least).await
 }

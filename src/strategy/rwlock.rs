@@ -47,8 +47,10 @@ pub(crate) async fn read_attempt(
     if handle.attempt_under_way(&key) {
         reached.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    handle.attempts_settled(&key).await;
-    let in_flight: Vec<InFlight> = vec![handle.attempt_started(&key)];
+    // Alone on the read's key, until the read's guard holds it (or the read is given
+    // back): the release of this handle's write side of the name waits for it, so
+    // that it sees the read, and no read of the name starts while it runs.
+    let in_flight: Vec<InFlight> = vec![handle.attempt_alone(&key).await];
     let sent = Instant::now();
     let (answer, answered) = oneshot::channel();
     let task_handle = handle.clone();
