@@ -21,6 +21,9 @@ use crate::support::validate::READ_MARKER;
 use super::grant::LockId;
 use super::handle::Handle;
 
+/// A release's future, its type erased.
+type Boxed<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
+
 /// Gives back one hold, retrying statements that lost a deadlock race; whether the
 /// lock was still ours.
 ///
@@ -28,7 +31,8 @@ use super::handle::Handle;
 /// lock's last hold hands it to the next live waiter in the same transaction
 /// (`db/fair.rs`). A hold of a name in shared mode counts its name one hold less in
 /// the same transaction, and the write side of a read-write lock leaves its name to
-/// its owner's live read, if it has one (a downgrade), with no moment free. With an at-least hold (`at_least`, see
+/// its owner's live read, if it has one (a downgrade), with no moment free. With an
+/// at-least hold (`at_least`, see
 /// [`LockRequest::at_least`](crate::LockRequest::at_least)) the last hold frees the key
 /// only once that long has passed since the lease was taken, on the database clock;
 /// before then the row stays taken, with no hold, until then. On MariaDB a release
@@ -47,12 +51,13 @@ pub(crate) async fn release(
     // enough for the compiler's layout checks to reach their recursion limit in users'
     // crates.
     if id.strategy == Strategy::Fair {
-        let handoff: Pin<Box<dyn Future<Output = Result<bool>> + Send + '_>> =
-            Box::pin(hand_on(handle, id));
+        let handoff: Boxed<'_> = Box::pin(hand_on(handle, id));
         return handoff.await;
     }
+    // The transactions below are boxed too, for the same reason.
     if let Some(name) = Parent::of(&id.key) {
-        return release_shared(handle, id, &name).await;
+        let shared: Boxed<'_> = Box::pin(release_shared(handle, id, name));
+        return shared.await;
     }
     // A write side's release that has to keep an at-least hold cannot have a read
     // beside it: a read is refused to a handle that holds its name otherwise.
@@ -63,7 +68,8 @@ pub(crate) async fn release(
         let read = format!("{}{}{}", id.key, READ_MARKER, handle.owner_text);
         let _alone = handle.alone(&read).await;
         if handle.holds_read_of(&id.key) {
-            return release_write(handle, id).await;
+            let write: Boxed<'_> = Box::pin(release_write(handle, id));
+            return write.await;
         }
     }
     release_row(handle, id, at_least).await
@@ -73,11 +79,11 @@ pub(crate) async fn release(
 /// one of its name's holds, in one transaction: whether it was still ours. On MariaDB,
 /// as [`release_row`]: a row that stays locked is told from a hold that is gone by a
 /// read that waits on nothing.
-async fn release_shared(handle: &Handle, id: &LockId, name: &Parent<'_>) -> Result<bool> {
+async fn release_shared(handle: &Handle, id: &LockId, name: Parent<'_>) -> Result<bool> {
     let held = id.held(&handle.owner_text);
     let db = &handle.db;
     retry_contention(|| async {
-        match db.shared_release(&held, name).await {
+        match db.shared_release(&held, &name).await {
             Err(f) if f.class == Class::Contention && !db.still_held(&held).await? => Ok(false),
             other => other,
         }
