@@ -257,6 +257,58 @@ async fn a_dropped_write_leaves_the_name_to_its_read() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// PostgreSQL: a downgrade's write side released while the read's release is under
+/// way in another transaction (which freed the read, and left the name alone: it was
+/// the writer's then) must see that release's outcome, not the read as its snapshot
+/// shows it: the name is left free, not counting a read that is gone. The read's
+/// release is played by hand (the read's row freed in a transaction kept open) so that
+/// the two meet for sure; the write's release waits for it, and is let go once a
+/// session of the test's own is seen waiting on a lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_released_beside_a_read_release_leaves_no_count() -> anyhow::Result<()> {
+    for b in common::backends_of("rw_down_race", &[sqlock::Dialect::Postgres]).await {
+        let holder = b.fresh_table().await?;
+        let write = holder.write_lock("race").acquire_timeout(DEADLINE).await?;
+        let read = holder.read_lock("race").try_acquire().await?;
+        let read = read.expect("a writer's read is granted at once");
+        let sqlock::DbPool::Postgres(pg) = b.pool().await? else {
+            anyhow::bail!("a PostgreSQL pool")
+        };
+        let mut tx = pg.begin().await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE {} SET locked = FALSE, hold_count = 0 WHERE lock_key = $1",
+            b.quoted()
+        )))
+        .bind(read.key())
+        .execute(&mut *tx)
+        .await?;
+        let releasing = tokio::spawn(write.release());
+        let waits = format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND query LIKE '%\"{}\"%'",
+            b.table
+        );
+        let end = tokio::time::Instant::now() + DEADLINE;
+        let look = b.pool().await?;
+        while !releasing.is_finished() && b.scalar(&look, &waits).await? == 0 {
+            anyhow::ensure!(
+                tokio::time::Instant::now() < end,
+                "the release neither ended nor waited"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tx.commit().await?;
+        assert!(releasing.await??, "the write was its own");
+        let info = holder.lock_info("race").await?;
+        assert!(
+            info.is_none(),
+            "the name counts a read that is gone: {info:?}"
+        );
+        assert!(!read.release().await?);
+    }
+    Ok(())
+}
+
 /// A reader that stops renewing (as a crashed holder does) blocks a writer until its
 /// lease lapses on the database clock, then not; the sweeper clears its expired read
 /// hold. The lapse is brought forward in the table (the read's row and the name's,
