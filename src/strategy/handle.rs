@@ -17,7 +17,6 @@ use crate::keepers::presence::Presence;
 use crate::keepers::watchdog::Watchdog;
 use crate::support::metrics::Meter;
 use crate::support::strategy_kind::Strategy;
-use crate::support::validate;
 
 /// The settings of a handle, which the handles made from it copy.
 #[derive(Debug, Clone, Copy)]
@@ -197,7 +196,7 @@ impl Handle {
 
     /// Whether a guard of this handle holds a read of the read-write lock `name`.
     pub(crate) fn holds_read_of(&self, name: &str) -> bool {
-        let read = format!("{name}{}{}", validate::READ_MARKER, self.owner_text);
+        let read = super::rwlock::read_key(name, &self.owner_text);
         self.held().contains_key(&read)
     }
 

@@ -16,10 +16,10 @@ use crate::db::retry::{retry_contention, retry_failure};
 use crate::db::values::{Parent, Release};
 use crate::support::error::{Class, Result};
 use crate::support::strategy_kind::Strategy;
-use crate::support::validate::READ_MARKER;
 
 use super::grant::LockId;
 use super::handle::Handle;
+use super::rwlock::read_key;
 
 /// A release's future, its type erased.
 type Boxed<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
@@ -65,8 +65,7 @@ pub(crate) async fn release(
         // Alone with this handle's reads of the name: none starts meanwhile, and one
         // under way is held (or given back) by now. Without a read the name is simply
         // freed, in the one statement of any lease.
-        let read = format!("{}{}{}", id.key, READ_MARKER, handle.owner_text);
-        let _alone = handle.alone(&read).await;
+        let _alone = handle.alone(&read_key(&id.key, &handle.owner_text)).await;
         if handle.holds_read_of(&id.key) {
             let write: Boxed<'_> = Box::pin(release_write(handle, id));
             return write.await;

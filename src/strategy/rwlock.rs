@@ -17,19 +17,21 @@ use crate::db::values::Acquire;
 use crate::db::{noting_checkout, Failure, Grant};
 use crate::support::error::{Class, Error};
 use crate::support::strategy_kind::Strategy;
+use crate::support::validate::{READ_MARKER, WRITE_MARKER};
 
 use super::handle::{Handle, InFlight};
 use super::multi::Landing;
 
-/// The key of `owner`'s read hold of the read-write lock `name`.
+/// The key of `owner`'s read hold of the read-write lock `name`: the one shape
+/// [`parent_of`](crate::support::validate::parent_of) tells back to `name`.
 pub(crate) fn read_key(name: &str, owner: &str) -> String {
-    format!("{name}@read:{owner}")
+    format!("{name}{READ_MARKER}{owner}")
 }
 
 /// The key of `owner`'s intent to write the read-write lock `name`, held while it
 /// waits.
 pub(crate) fn intent_key(name: &str, owner: &str) -> String {
-    format!("{name}@write:{owner}")
+    format!("{name}{WRITE_MARKER}{owner}")
 }
 
 /// One attempt at a read hold of `name` for `ttl`, and when it was sent.
