@@ -152,6 +152,7 @@ pub use support::validate::{
     MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
 };
 pub use support::validate::{MAX_PERMITS, MAX_SEMAPHORE_NAME_BYTES, SEMAPHORE_KEY_PREFIX};
+pub use support::validate::{READ_MARKER, WRITE_MARKER};
 
 /// Not part of the public API: hidden, unstable, free to change in any release.
 ///

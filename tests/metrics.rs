@@ -256,3 +256,53 @@ async fn a_multi_lock_attempt_is_one_statement() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// What a read-write lock's steps cost, in statements, on every server (its reads hold
+/// the name in shared mode): a read's grant is three (the key's gate, the read, the
+/// name's mark), a read's last release two (the read, the name's count); the write
+/// side's grant and its release without a read of its handle one each, as any lease;
+/// a downgrade's read three, and the write's release beside it two (the write, the
+/// name left to the read).
+#[tokio::test]
+async fn a_read_write_locks_steps_cost_what_they_say() -> anyhow::Result<()> {
+    for b in common::backends("metrics_rw").await {
+        let d = b.dialect;
+        let t = b.table.as_str();
+        b.fresh_table().await?;
+        // No renewal ticks during the count.
+        let a = b.builder().await?.ttl(Duration::from_secs(600)).build()?;
+        let other = a.new_handle();
+        let statements = format!("sqlock_statements_total{{table={t}}}");
+        for h in [&a, &other] {
+            let g = h.try_acquire("warm-up").await?.expect("a free key");
+            assert!(g.release().await?, "{d}");
+        }
+        let cost = |before: u64| counter(&statements) - before;
+        let s = counter(&statements);
+        let r1 = a.read_lock("rw").try_acquire().await?.expect("free");
+        assert_eq!(cost(s), 3, "{d}: a read's grant");
+        let s = counter(&statements);
+        let r2 = other.read_lock("rw").try_acquire().await?.expect("shared");
+        assert_eq!(cost(s), 3, "{d}: a second read's grant");
+        let s = counter(&statements);
+        assert!(r2.release().await?);
+        assert_eq!(cost(s), 2, "{d}: a read's release");
+        assert!(r1.release().await?);
+        let s = counter(&statements);
+        let w = a.write_lock("rw").try_acquire().await?.expect("free");
+        assert_eq!(cost(s), 1, "{d}: the write side's grant");
+        let s = counter(&statements);
+        assert!(w.release().await?);
+        assert_eq!(cost(s), 1, "{d}: the write side's release");
+        let w = a.write_lock("rw").try_acquire().await?.expect("free");
+        let s = counter(&statements);
+        let r = a.read_lock("rw").try_acquire().await?.expect("a downgrade");
+        assert_eq!(cost(s), 3, "{d}: a downgrade's read");
+        let s = counter(&statements);
+        assert!(w.release().await?);
+        assert_eq!(cost(s), 2, "{d}: the write's release beside its read");
+        assert!(r.release().await?);
+        assert_eq!(b.held_rows(a.pool()).await?, 0, "{d}");
+    }
+    Ok(())
+}

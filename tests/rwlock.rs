@@ -16,6 +16,15 @@ use sqlock::{Error, Strategy, SweepOptions};
 /// A bound on waits that are expected to end much sooner.
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// Whether the name is held in shared mode by `reads` reads: no owner, `read` as its
+/// strategy, the reads counted.
+async fn held_by_reads(locker: &sqlock::Locker, name: &str, reads: u32) -> anyhow::Result<bool> {
+    Ok(locker
+        .lock_info(name)
+        .await?
+        .is_some_and(|l| l.owner.is_empty() && l.strategy == "read" && l.hold_count == reads))
+}
+
 /// How many live rows of the table have a key starting with `prefix`.
 async fn live(b: &common::Backend, pool: &sqlock::DbPool, prefix: &str) -> anyhow::Result<i64> {
     let t = b.quoted();
@@ -204,10 +213,107 @@ async fn a_writer_downgrades() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A downgrade whose write guard is dropped rather than released: the background
+/// release leaves the name to the read as an explicit release does, with no moment
+/// free: a lock on the name is busy at every look until the name shows held by the
+/// read (in shared mode), and then another reader gets in and a writer does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_write_leaves_the_name_to_its_read() -> anyhow::Result<()> {
+    for b in common::backends("rw_down_drop").await {
+        let holder = b.fresh_table().await?;
+        let (other, plain) = (holder.new_handle(), holder.new_handle());
+        let write = holder
+            .write_lock("dropped")
+            .acquire_timeout(DEADLINE)
+            .await?;
+        let read = holder.read_lock("dropped").try_acquire().await?;
+        let read = read.expect("a writer's read is granted at once");
+        drop(write);
+        let end = tokio::time::Instant::now() + DEADLINE;
+        while !held_by_reads(&holder, "dropped", 1).await? {
+            assert!(
+                plain.try_acquire("dropped").await?.is_none(),
+                "{}: the name was free between the write and the read",
+                b.dialect
+            );
+            assert!(
+                tokio::time::Instant::now() < end,
+                "{}: never left to the read",
+                b.dialect
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            plain.try_acquire("dropped").await?.is_none(),
+            "{}",
+            b.dialect
+        );
+        assert!(other.write_lock("dropped").try_acquire().await?.is_none());
+        let shared = other.read_lock("dropped").try_acquire().await?;
+        assert!(shared.expect("readers share").release().await?);
+        assert!(read.release().await?);
+        assert_eq!(b.held_rows(holder.pool()).await?, 0, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+/// PostgreSQL: a downgrade's write side released while the read's release is under
+/// way in another transaction (which freed the read, and left the name alone: it was
+/// the writer's then) must see that release's outcome, not the read as its snapshot
+/// shows it: the name is left free, not counting a read that is gone. The read's
+/// release is played by hand (the read's row freed in a transaction kept open) so that
+/// the two meet for sure; the write's release waits for it, and is let go once a
+/// session of the test's own is seen waiting on a lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_released_beside_a_read_release_leaves_no_count() -> anyhow::Result<()> {
+    for b in common::backends_of("rw_down_race", &[sqlock::Dialect::Postgres]).await {
+        let holder = b.fresh_table().await?;
+        let write = holder.write_lock("race").acquire_timeout(DEADLINE).await?;
+        let read = holder.read_lock("race").try_acquire().await?;
+        let read = read.expect("a writer's read is granted at once");
+        let sqlock::DbPool::Postgres(pg) = b.pool().await? else {
+            anyhow::bail!("a PostgreSQL pool")
+        };
+        let mut tx = pg.begin().await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE {} SET locked = FALSE, hold_count = 0 WHERE lock_key = $1",
+            b.quoted()
+        )))
+        .bind(read.key())
+        .execute(&mut *tx)
+        .await?;
+        let releasing = tokio::spawn(write.release());
+        let waits = format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND query LIKE '%\"{}\"%'",
+            b.table
+        );
+        let end = tokio::time::Instant::now() + DEADLINE;
+        let look = b.pool().await?;
+        while !releasing.is_finished() && b.scalar(&look, &waits).await? == 0 {
+            anyhow::ensure!(
+                tokio::time::Instant::now() < end,
+                "the release neither ended nor waited"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tx.commit().await?;
+        assert!(releasing.await??, "the write was its own");
+        let info = holder.lock_info("race").await?;
+        assert!(
+            info.is_none(),
+            "the name counts a read that is gone: {info:?}"
+        );
+        assert!(!read.release().await?);
+    }
+    Ok(())
+}
+
 /// A reader that stops renewing (as a crashed holder does) blocks a writer until its
 /// lease lapses on the database clock, then not; the sweeper clears its expired read
-/// hold. The lapse is brought forward in the table rather than waited for, so that no
-/// step of the test has to come before a deadline.
+/// hold. The lapse is brought forward in the table (the read's row and the name's,
+/// which expire together) rather than waited for, so that no step of the test has to
+/// come before a deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_readers_hold_comes_back_at_its_ttl() -> anyhow::Result<()> {
     for b in common::backends("rw_dead").await {
@@ -232,7 +338,10 @@ async fn a_dead_readers_hold_comes_back_at_its_ttl() -> anyhow::Result<()> {
             "{}: let in past a live read",
             b.dialect
         );
+        // Its TTL runs out: the read's row, and the name's, which the read's renewals
+        // kept no shorter than the read.
         b.expire(dead.pool(), &key).await?;
+        b.expire(dead.pool(), "gone").await?;
         let write = tokio::time::timeout(DEADLINE, waiting).await???;
         assert!(write.release().await?);
         let swept = dead.sweep(SweepOptions::new()).await?;
@@ -626,7 +735,8 @@ async fn a_writer_that_stops_waiting_withdraws_its_intent() -> anyhow::Result<()
             )
         });
         assert!(first.lock_info(&intent).await?.is_none(), "{}", b.dialect);
-        assert!(first.lock_info("aborted").await?.is_none(), "{}", b.dialect);
+        // The name is held by the reads alone (in shared mode), not by the writer.
+        assert!(held_by_reads(&first, "aborted", 2).await?, "{}", b.dialect);
         assert!(read.release().await?);
         assert!(held.release().await?);
 
@@ -668,7 +778,7 @@ async fn a_writer_that_stops_waiting_withdraws_its_intent() -> anyhow::Result<()
                 b.dialect
             )
         });
-        assert!(first.lock_info("timed").await?.is_none(), "{}", b.dialect);
+        assert!(held_by_reads(&first, "timed", 2).await?, "{}", b.dialect);
         assert!(read.release().await?);
         assert!(held.release().await?);
         assert_eq!(b.held_rows(&pool).await?, 0, "{}", b.dialect);

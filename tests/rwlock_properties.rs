@@ -1,6 +1,8 @@
 //! Property test: random interleavings of read and write acquisitions, releases and
 //! expiries from several handles on one read-write lock match a model in which there
-//! are many readers or one writer, on every backend.
+//! are many readers or one writer, on every backend. Reads hold the name itself in
+//! shared mode: a read that lapses while others hold keeps the name counted, and so
+//! held, until the name expires.
 #![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 mod common;
@@ -13,7 +15,8 @@ enum Op {
     Read(usize),
     Write(usize),
     Release(usize),
-    /// The handle's hold lapses (its expiry moved into the past), as after a pause.
+    /// The handle's hold lapses (its expiry moved into the past), as after a pause;
+    /// with no hold of its own, the name does, when no hold keeps it.
     Expire(usize),
 }
 
@@ -35,15 +38,23 @@ enum Held {
 
 /// Runs `ops` on the lock `name` of one backend and checks every answer against the
 /// model: a read is granted exactly when no other handle holds the write side, a write
-/// exactly when no other handle holds either side (a write tried once records no
-/// intent), a release succeeds exactly for a hold that did not lapse, write tokens
-/// rise.
+/// exactly when no other handle holds either side and the name is not held by a read
+/// that lapsed while others held (a write tried once records no intent), a release
+/// succeeds exactly for a hold that did not lapse, write tokens rise.
+///
+/// A read's lapse moves its row's expiry into the past; when no other read is live,
+/// the name's too, which the read's grant and renewals kept no shorter (time passing
+/// to the read's expiry passes the name's). With another read live, the name stays
+/// held and counts the lapsed read until it expires (an `Expire` of a handle with no
+/// live hold, once no read is live).
 async fn check(b: &common::Backend, name: &str, ops: &[Op]) -> anyhow::Result<()> {
     let first = b.builder().await?.auto_renew(false).build()?;
     let handles = [first.clone(), first.new_handle(), first.new_handle()];
     let mut guards: [Option<(Held, LockGuard)>; 3] = [None, None, None];
     // The live holds, by handle.
     let mut live: [Option<Held>; 3] = [None; 3];
+    // Whether the name is held, counting a read that lapsed while others held it.
+    let mut lingers = false;
     let mut last_write = 0;
     for (step, op) in ops.iter().enumerate() {
         match *op {
@@ -66,7 +77,8 @@ async fn check(b: &common::Backend, name: &str, ops: &[Op]) -> anyhow::Result<()
             }
             Op::Write(h) => {
                 let got = handles[h].write_lock(name).try_acquire().await?;
-                let expected = live.iter().enumerate().all(|(i, l)| i == h || l.is_none());
+                let expected =
+                    !lingers && live.iter().enumerate().all(|(i, l)| i == h || l.is_none());
                 anyhow::ensure!(
                     got.is_some() == expected,
                     "step {step} {op:?}: write granted {} with {live:?}",
@@ -93,11 +105,27 @@ async fn check(b: &common::Backend, name: &str, ops: &[Op]) -> anyhow::Result<()
                 }
             }
             Op::Expire(h) => {
-                if let Some((_, g)) = &guards[h] {
-                    if live[h].is_some() {
+                let reads = |live: &[Option<Held>; 3]| {
+                    live.iter().filter(|l| **l == Some(Held::Read)).count()
+                };
+                match &guards[h] {
+                    Some((held, g)) if live[h].is_some() => {
                         b.expire(first.pool(), g.key()).await?;
                         live[h] = None;
+                        if *held == Held::Read {
+                            if reads(&live) == 0 {
+                                b.expire(first.pool(), name).await?;
+                                lingers = false;
+                            } else {
+                                lingers = true;
+                            }
+                        }
                     }
+                    _ if lingers && reads(&live) == 0 => {
+                        b.expire(first.pool(), name).await?;
+                        lingers = false;
+                    }
+                    _ => {}
                 }
             }
         }

@@ -124,6 +124,11 @@ pub enum Command {
     /// gets SQLOCK_LIMIT and SQLOCK_PERMIT (the permit's key) besides. Every copy must
     /// say the same N. A killed copy's permit comes back at its TTL.
     ///
+    /// One KEY, one holder: whatever the mode, a run holds KEY, and a run of another
+    /// mode on KEY (or `sqlock elect` on election:NAME for KEY election:NAME) is busy
+    /// meanwhile. Only --shared runs share KEY with each other, and --limit runs while
+    /// permits are left.
+    ///
     /// Exit status: the command's (128+N when signal N ended it); 75 when the lock
     /// (or a permit) was not acquired; 76 when it was lost; 126/127 when the command
     /// cannot run.
@@ -353,14 +358,17 @@ pub struct RunArgs {
     pub shared: bool,
 
     /// Take the write side of the read-write lock KEY (the side a run takes unless
-    /// --shared): like the plain lock on KEY, and it also waits until no --shared run
-    /// of KEY is in. KEY: at most 212 bytes.
+    /// --shared): like the plain lock on KEY, busy while --shared runs of KEY are in,
+    /// and a --shared run that comes while it waits waits behind it. KEY: at most 212
+    /// bytes.
     #[arg(long, conflicts_with_all = ["fair", "strategy", "at_least", "limit"])]
     pub exclusive: bool,
 
     /// Run at most N copies across hosts: take one of the N permits of the semaphore
-    /// KEY (1 to 1000) instead of the lock on KEY. Every `run --limit` of KEY must say
-    /// the same N (another N exits 64). A lease strategy only; no --at-least.
+    /// KEY (1 to 1000) instead of the lock on KEY; the permits hold KEY together, so a
+    /// lock on KEY (and any other run mode) is busy while a copy runs. Every `run
+    /// --limit` of KEY must say the same N (another N exits 64). A lease strategy only;
+    /// no --at-least.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000),
           conflicts_with_all = ["at_least", "fair"])]
     pub limit: Option<u32>,

@@ -118,7 +118,9 @@ impl From<sqlock::Error> for Failure {
             | E::InvalidBatch { .. }
             | E::InvalidSchedule { .. }
             | E::InvalidIdentity { .. }
-            | E::UpgradeRefused { .. } => Self::Usage(e.to_string()),
+            | E::UpgradeRefused { .. }
+            | E::ReservedMarker { .. }
+            | E::MixedHolds { .. } => Self::Usage(e.to_string()),
             // The semaphore's: a permit's key, N out of range, N unlike the others'.
             E::ReservedKey { .. }
             | E::InvalidPermits { .. }

@@ -17,7 +17,10 @@ use crate::{Failure, EXIT_NOT_ACQUIRED};
 ///
 /// A semaphore's permits are listed with their semaphore: in JSON, as the locks they
 /// are, with the semaphore's name and N besides; in text, in a section of their own,
-/// after the locks, with every recorded semaphore.
+/// after the locks, with every recorded semaphore. A name held in shared mode (by the
+/// reads of a read-write lock, or by a semaphore's permits) is listed as held by no
+/// owner: in JSON with `shared` (the mode) and `holders`; in text with its holders
+/// counted in the owner's column (a semaphore's name in its section).
 pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
     let mut locks = locker.list().await?;
     let (semaphores, permits) = semaphores(locker).await?;
@@ -27,7 +30,10 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
             .map(|l| {
                 let mut item = to_json(l);
                 // A read-write lock's row says which lock, and which side.
-                if let Some((name, side, _)) = rw_part(&l.key) {
+                if let Some(mode) = shared_mode(l) {
+                    item["shared"] = mode.into();
+                    item["holders"] = l.hold_count.into();
+                } else if let Some((name, side, _)) = rw_part(&l.key) {
                     item["rwlock"] = name.into();
                     item["side"] = side.into();
                 } else if locks
@@ -47,7 +53,13 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
         println!("{}", serde_json::Value::Array(items));
         return Ok(0);
     }
-    locks.retain(|l| !permits.contains_key(&l.key));
+    // A semaphore's permits, and its name held in shared mode by them, are shown in
+    // the semaphores' section.
+    let in_section = |l: &LockInfo| {
+        permits.contains_key(&l.key)
+            || (shared_mode(l) == Some("semaphore") && semaphores.iter().any(|s| s.name == l.key))
+    };
+    locks.retain(|l| !in_section(l));
     if locks.is_empty() && semaphores.is_empty() {
         println!("no locks held");
     } else if !locks.is_empty() {
@@ -85,8 +97,36 @@ fn rw_part(key: &str) -> Option<(&str, &'static str, &str)> {
         .map(|name| (name, "waiting-write", owner))
 }
 
+/// The mode a row is held in when it is a name held in shared mode (no owner): `read`
+/// or `semaphore`.
+fn shared_mode(l: &LockInfo) -> Option<&str> {
+    (l.owner.is_empty() && matches!(l.strategy.as_str(), "read" | "semaphore"))
+        .then_some(l.strategy.as_str())
+}
+
+/// How many reads or permits hold a name held in shared mode: `1 read`, `3 permits`.
+fn holds_of(l: &LockInfo) -> String {
+    let what = if l.strategy == "read" {
+        "read"
+    } else {
+        "permit"
+    };
+    let s = if l.hold_count == 1 { "" } else { "s" };
+    format!("{} {what}{s}", l.hold_count)
+}
+
+/// Who holds a row, as the text shows it: its owner, or for a name held in shared
+/// mode, no owner and how many reads or permits hold it.
+fn holder(l: &LockInfo) -> String {
+    match shared_mode(l) {
+        Some(_) => format!("- (shared by {})", holds_of(l)),
+        None => l.owner.clone(),
+    }
+}
+
 /// After the table: each read-write lock with its holders, the writer (the holder
-/// of the name's own row) and its readers, and how many writers wait.
+/// of the name's own row, unless its reads hold it) and its readers, and how many
+/// writers wait.
 fn print_rwlocks(locks: &[LockInfo]) {
     let mut names: Vec<&str> = locks
         .iter()
@@ -102,7 +142,7 @@ fn print_rwlocks(locks: &[LockInfo]) {
     for name in names {
         let writer = locks
             .iter()
-            .find(|l| l.key == name)
+            .find(|l| l.key == name && shared_mode(l).is_none())
             .map(|l| l.owner.as_str());
         let parts = || {
             locks
@@ -133,14 +173,25 @@ pub(crate) async fn status(locker: &Locker, key: &str, json: bool) -> Result<i32
         (Some(l), true) => {
             let mut value = to_json(l);
             value["held"] = true.into();
+            if let Some(mode) = shared_mode(l) {
+                value["shared"] = mode.into();
+                value["holders"] = l.hold_count.into();
+            }
             println!("{value}");
         }
         (None, true) => println!("{}", serde_json::json!({ "key": key, "held": false })),
         (Some(l), false) => print_fields(&[
             ("key", printable(key)),
-            ("state", "held".into()),
+            (
+                "state",
+                if shared_mode(l).is_some() {
+                    "held in shared mode".into()
+                } else {
+                    "held".into()
+                },
+            ),
             ("strategy", l.strategy.clone()),
-            ("owner", l.owner.clone()),
+            ("owner", holder(l)),
             ("fencing token", l.fencing_token.to_string()),
             ("holds", l.hold_count.to_string()),
             ("held since", utc(l.acquired_at)),
@@ -198,7 +249,7 @@ fn print_table(locks: &[LockInfo]) {
             [
                 printable(&l.key),
                 l.strategy.clone(),
-                l.owner.clone(),
+                holder(l),
                 l.fencing_token.to_string(),
                 l.acquired_at.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
                 format!("{:.1}s", l.expires_in.as_secs_f64()),
@@ -249,7 +300,11 @@ pub(crate) async fn release(locker: &Locker, key: &str, json: bool) -> Result<i3
     if json {
         // Taken between the two statements, its holder is unknown: null.
         let (owner, token) = match (&held, released) {
-            (Some(l), true) => (Some(l.owner.as_str()), Some(l.fencing_token)),
+            // A name held in shared mode has no owner: null, as for an unknown one.
+            (Some(l), true) => (
+                Some(l.owner.as_str()).filter(|o| !o.is_empty()),
+                Some(l.fencing_token),
+            ),
             _ => (None, None),
         };
         println!(
@@ -269,6 +324,10 @@ pub(crate) async fn release(locker: &Locker, key: &str, json: bool) -> Result<i3
     }
     if !json {
         match held {
+            Some(l) if shared_mode(&l).is_some() => println!(
+                "released lock {key:?} (held in shared mode by {}, each released)",
+                holds_of(&l)
+            ),
             Some(l) => println!(
                 "released lock {key:?} (owner {}, fencing token {})",
                 l.owner, l.fencing_token

@@ -1,16 +1,20 @@
 -- A read hold of the read-write lock :key for :owner: the row ':key@read:<owner>', a
--- lease of its own, re-entered when this owner holds it live (a writer that holds
--- :key waits for that read to end, so a re-entry cannot let it in), and taken when
--- - no other owner holds a live lock on :key itself (the write side, or any lock of
---   any strategy on that key), and
+-- lease of its own, re-entered when this owner holds it live, and taken when
+-- - the name :key itself is free, held in shared mode by reads (rw_mark.sql), or held
+--   by :owner as the write side (a lease with holds: a downgrade); any other hold of
+--   the name (another owner's lock of any strategy, a semaphore's permits) is busy,
+--   and
 -- - no other owner waits to write (a live row ':key@write:<owner>', a waiting writer's
 --   intent), unless this owner holds the write side (a downgrade): readers that
 --   arrive after a waiting writer wait behind it.
+-- This only decides the read hold: the same transaction marks the name next
+-- (rw_mark.sql), which tests the name's row again under its row lock and rolls the
+-- read back unless the name is marked.
 -- Sent in a transaction that holds the key's fence bucket shared (rw_gate.sql), which
--- every other acquisition of :key takes exclusively for its statement: no write grant
--- of :key commits meanwhile. INSERT ... SELECT reads the rows it tests with shared
--- locks, so it reads them as committed; the waiting writers' intents are found by a
--- range of the primary key (its binary collation puts every ':key@write:<owner>'
+-- every other acquisition of :key takes exclusively for its statement: no exclusive
+-- grant of :key commits meanwhile. INSERT ... SELECT reads the rows it tests with
+-- shared locks, so it reads them as committed; the waiting writers' intents are found
+-- by a range of the primary key (its binary collation puts every ':key@write:<owner>'
 -- between ':key@write:' and ':key@write;'), so it reads and locks the name's own rows
 -- alone, never the whole table. That range skips rows another transaction holds locked
 -- (SKIP LOCKED): a range read also locks the first key past its end, which may be any
@@ -23,7 +27,8 @@
 -- is live with holds, and a new grant otherwise. MariaDB assigns from left to right,
 -- each assignment seeing those before it: the token and the hold count are assigned
 -- first, from the row as it was; a hold count above one then tells a re-entry.
--- No row comes back when the read is not granted.
+-- No row comes back when the read is not granted; the row's hold_count tells a new
+-- hold (1) from a re-entry.
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 INSERT INTO `{table}`
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
@@ -40,11 +45,12 @@ WHERE EXISTS (
    OR (NOT EXISTS (
         SELECT 1 FROM `{table}` AS w
         WHERE w.lock_key = :key AND w.locked AND w.expires_at > UTC_TIMESTAMP(6)
-          AND w.lock_owner <> :owner)
+          AND NOT (w.lock_owner = '' AND w.lock_strategy = 'read')
+          AND NOT (w.lock_owner = :owner AND w.lock_strategy = 'lease' AND w.hold_count > 0))
        AND (EXISTS (
         SELECT 1 FROM `{table}` AS o
         WHERE o.lock_key = :key AND o.locked AND o.expires_at > UTC_TIMESTAMP(6)
-          AND o.lock_owner = :owner AND o.hold_count > 0)
+          AND o.lock_owner = :owner AND o.lock_strategy = 'lease' AND o.hold_count > 0)
         OR NOT EXISTS (
         SELECT 1 FROM `{table}` AS i
         WHERE i.lock_key >= CONCAT(:key, '@write:') AND i.lock_key < CONCAT(:key, '@write;')

@@ -1,15 +1,18 @@
 -- A read hold of the read-write lock :key for :owner: the row ':key@read:<owner>', a
--- lease of its own, re-entered when this owner holds it live (a writer that holds
--- :key waits for that read to end, so a re-entry cannot let it in), and taken when
--- - no other owner holds a live lock on :key itself (the write side, or any lock of
---   any strategy on that key), and
+-- lease of its own, re-entered when this owner holds it live, and taken when
+-- - the name :key itself is free, held in shared mode by reads (rw_mark.sql), or held
+--   by :owner as the write side (a lease with holds: a downgrade); any other hold of
+--   the name (another owner's lock of any strategy, a semaphore's permits) is busy,
+--   and
 -- - no other owner waits to write (a live row ':key@write:<owner>', a waiting writer's
 --   intent), unless this owner holds the write side (a downgrade): readers that
 --   arrive after a waiting writer wait behind it.
+-- This only decides the read hold: the same transaction marks the name next
+-- (rw_mark.sql), which tests the name's row again under its row lock and rolls the
+-- read back unless the name is marked.
 -- Sent in a transaction that holds the key's gate shared (rw_gate.sql) since before
--- this statement's snapshot: no write grant of :key can commit meanwhile (they take
--- the gate exclusively), and a writer that takes :key after this commits counts this
--- read (rw_readers.sql).
+-- this statement's snapshot: no exclusive grant of :key can commit meanwhile (they
+-- take the gate exclusively).
 -- The waiting writers' intents are found by a range of the rw index (migration
 -- 20261127000001): it orders keys byte by byte (COLLATE "C"), which puts every
 -- ':key@write:<owner>' between ':key@write:' and ':key@write;' whatever the
@@ -18,7 +21,7 @@
 -- word for the planner to use it. The length check leaves out the rows of other
 -- names that start with ':key@write:'.
 -- Tokens are drawn as lease_acquire.sql draws them. No row comes back when the read is
--- not granted.
+-- not granted; the row's hold_count tells a new hold (1) from a re-entry.
 INSERT INTO "{table}" AS l
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token)
@@ -34,11 +37,12 @@ WHERE EXISTS (
    OR (NOT EXISTS (
         SELECT 1 FROM "{table}" AS w
         WHERE w.lock_key = :key AND w.locked AND w.expires_at > statement_timestamp()
-          AND w.lock_owner <> :owner)
+          AND NOT (w.lock_owner = '' AND w.lock_strategy = 'read')
+          AND NOT (w.lock_owner = :owner AND w.lock_strategy = 'lease' AND w.hold_count > 0))
        AND (EXISTS (
         SELECT 1 FROM "{table}" AS o
         WHERE o.lock_key = :key AND o.locked AND o.expires_at > statement_timestamp()
-          AND o.lock_owner = :owner AND o.hold_count > 0)
+          AND o.lock_owner = :owner AND o.lock_strategy = 'lease' AND o.hold_count > 0)
         OR NOT EXISTS (
         SELECT 1 FROM "{table}" AS i
         WHERE (strpos(i.lock_key, '@read:') > 0 OR strpos(i.lock_key, '@write:') > 0)

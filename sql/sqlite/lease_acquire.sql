@@ -11,9 +11,10 @@
 -- Presence (LockerBuilder::presence): SQLite keeps no marker in the table. :gone names
 -- an owner whose presence marker (a file lock beside the database) the caller found
 -- free and holds while this statement runs: its process died, and its live lease is
--- taken too, as a new grant (a new token, one hold). '' for none. Not a row an
--- at-least hold keeps (no hold): that one lapses at its expiry whatever became of the
--- process that released it.
+-- taken too, as a new grant (a new token, one hold). '' for none, which never matches
+-- the owner '' of a name held in shared mode (rw_mark.sql). Not a row an at-least
+-- hold keeps (no hold): that one lapses at its expiry whatever became of the process
+-- that released it.
 INSERT INTO "{table}" AS l
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token)
@@ -47,5 +48,5 @@ WHERE NOT l.locked
    OR l.expires_at <= excluded.lock_time
    OR (l.lock_owner = excluded.lock_owner AND l.lock_strategy = excluded.lock_strategy
        AND l.hold_count > 0)
-   OR (l.lock_owner = :gone AND l.hold_count > 0)
+   OR (l.lock_owner = :gone AND :gone <> '' AND l.hold_count > 0)
 RETURNING lock_owner, fencing_token, expires_at AS expires_us, hold_count, lock_strategy

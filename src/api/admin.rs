@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::db::retry::{retry_contention, retry_failure};
-use crate::db::values::{Key, Limit};
-use crate::db::Listed;
+use crate::db::values::{Key, Limit, Parent};
+use crate::db::{Failure, Listed};
 use crate::support::error::{Class, Error, Result};
 use crate::support::validate;
 
@@ -21,14 +21,20 @@ pub const MAX_LISTED: usize = 100_000;
 pub struct LockInfo {
     /// The key.
     pub key: String,
-    /// The strategy that holds it (`lease` or `insert`).
+    /// The strategy that holds it (`lease`, `insert` or `fair`); for a name held in
+    /// shared mode, the mode: `read` (by reads of the
+    /// [read-write lock](Locker::read_lock) of that name) or `semaphore` (by permits of
+    /// the [semaphore](crate::Semaphore) of that name).
     pub strategy: String,
-    /// The owner id of the holding handle.
+    /// The owner id of the holding handle; empty for a name held in shared mode, whose
+    /// holders are its reads or permits, each listed with its own key and owner.
     pub owner: String,
     /// The fencing token of the current grant.
     pub fencing_token: i64,
     /// How many reentrant holds the owner has: 0 while an
     /// [at-least hold](crate::LockRequest::at_least) keeps a lock its owner released.
+    /// For a name held in shared mode: how many reads or permits hold it (one that
+    /// died unreleased counts until the name expires).
     pub hold_count: u32,
     /// When the current holder took it (database clock); a re-entry keeps it.
     pub acquired_at: chrono::DateTime<chrono::Utc>,
@@ -72,6 +78,14 @@ impl Locker {
     /// live one in the release's own transaction, under the key's gate: no newcomer of
     /// any strategy takes it between.
     ///
+    /// A name held in shared mode (by reads of a [read-write lock](Locker::read_lock),
+    /// or permits of a [semaphore](crate::Semaphore)) is released with every read and
+    /// permit that holds it, in one transaction: their tokens move on, and each holder
+    /// learns of it at its next renewal. The reads of a name are released with it too
+    /// when the name is held as a write side (a downgrade under way). The key of one
+    /// read or permit releases that hold alone, and its name counts one hold less (the
+    /// last frees it).
+    ///
     /// A for-update lock cannot be released this way: it is a row lock in its holder's
     /// transaction and ends with that transaction (end the holder's session to free
     /// it). The call never waits for it: it tries again for about two seconds while
@@ -102,16 +116,29 @@ impl Locker {
     pub async fn force_release(&self, key: &str) -> Result<bool> {
         validate::key(key)?;
         let k = Key(key);
-        // A fair lock's waiters get it next, in their order, in the release's own
-        // transaction.
-        retry_failure(|| self.shared.db.force_release(&k))
+        let db = &self.shared.db;
+        let failed = |f: Failure| match f.class {
+            Class::Contention => Error::RowLocked {
+                key: key.to_owned(),
+            },
+            _ => f.error,
+        };
+        // One read or permit: its name counts one hold less in the same transaction.
+        if let Some(name) = Parent::of(key) {
+            return retry_failure(|| db.force_release_hold(&k, &name))
+                .await
+                .map_err(failed);
+        }
+        // The holds of the name in shared mode first (never the name freed while a
+        // read or permit of it is live), then the name as any lock: a fair lock's
+        // waiters get it next, in their order, in the release's own transaction.
+        let shared = retry_failure(|| db.force_release_shared(&k))
             .await
-            .map_err(|f| match f.class {
-                Class::Contention => Error::RowLocked {
-                    key: key.to_owned(),
-                },
-                _ => f.error,
-            })
+            .map_err(failed)?;
+        let released = retry_failure(|| db.force_release(&k))
+            .await
+            .map_err(failed)?;
+        Ok(shared > 0 || released)
     }
 
     /// The locks held now in this handle's table, whoever holds them, ordered by key

@@ -84,6 +84,15 @@ impl LockGuard {
         }
     }
 
+    /// Marks this guard as the write side of the read-write lock of its key: its last
+    /// release (or its drop's) leaves the name to the owner's read, if it holds one.
+    pub(crate) fn mark_write(&mut self) {
+        if !self.id.rw_write {
+            self.id.rw_write = true;
+            self.handle.write_started(&self.id.key);
+        }
+    }
+
     /// The open transaction of a for-update lock, to run the holder's own statements
     /// in; `None` for the other strategies, and once the lock has ended (or was found
     /// lost).
@@ -380,7 +389,7 @@ impl Drop for LockGuard {
             // hold the key's guards asked for, this one's included.
             self.hold.end_in_background(&self.handle, id);
         }
-        self.handle.hold_ended(&self.id.key);
+        self.handle.hold_ended(&self.id.key, self.id.rw_write);
         let held = self.granted_at.elapsed();
         self.handle
             .meter

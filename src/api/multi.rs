@@ -91,7 +91,9 @@ impl Locker {
 ///   ([`MultiLockGuard::tokens`]). So a key of the set excludes every other owner's
 ///   lock on it, of any strategy, and the reverse; this handle's own lease on a key
 ///   counts one more hold (re-entry), and its hold of a key with another strategy is
-///   refused ([`Error::StrategyConflict`], before any SQL).
+///   refused ([`Error::StrategyConflict`], before any SQL), as is a key it holds a
+///   read of ([`Error::MixedHolds`]). A key held by another primitive (a semaphore's
+///   permits or reads of that name, an election) is busy as any held key is.
 /// - **One lost signal.** [`MultiLockGuard::lost`] fires when any key of the set is
 ///   lost, with that key's reason.
 /// - **Released together** by [`MultiLockGuard::release`] (one release statement per
@@ -105,7 +107,8 @@ impl Locker {
 ///
 /// Before any SQL: [`Error::NoKeys`] for an empty set, [`Error::TooManyKeys`] past
 /// [`MAX_MULTI_LOCK_KEYS`] distinct keys, and the key and TTL errors of a single lock
-/// for any key of the set ([`Error::ReservedKey`] for a semaphore's permit key).
+/// for any key of the set ([`Error::ReservedKey`] for a semaphore's permit key,
+/// [`Error::ReservedMarker`] for a key of a read-write lock's holds).
 #[derive(Debug, Clone)]
 #[must_use = "a request does nothing until one of its acquire methods is awaited"]
 pub struct MultiLockRequest<'a> {
@@ -316,6 +319,14 @@ impl MultiLockRequest<'_> {
             });
         }
         for key in &keys {
+            // A name this handle holds by a read: as a single lock's request refuses it.
+            if self.shared.holds_read_of(key) {
+                return Err(Error::MixedHolds {
+                    key: key.clone(),
+                    held: "by a read",
+                    requested: "as a lock",
+                });
+            }
             if let Some(held) = self.shared.held_with(key).filter(|&h| h != Strategy::Lease) {
                 return Err(Error::StrategyConflict {
                     key: key.clone(),

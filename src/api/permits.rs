@@ -16,7 +16,9 @@ use super::guard::LockGuard;
 /// Each permit is a lease with the guarantees of a [`LockGuard`]'s: renewed by the
 /// handle's watchdog, a fencing token of its own, released only by its owner. While
 /// the guard is held and not [lost](Self::lost), its permits count towards N and no
-/// one else holds them.
+/// one else holds them, and the semaphore's name is held in shared mode by permits:
+/// busy for every other primitive. The release of the last permit of the name frees
+/// it.
 ///
 /// # Dropping
 ///

@@ -38,6 +38,9 @@ pub struct LockRequest<'a> {
     at_least: Option<Duration>,
     timeout: Option<Duration>,
     strategy: Option<Strategy>,
+    /// A key of sqlock's own (a waiting writer's intent, `NAME@write:OWNER`), which a
+    /// caller's request may not name.
+    own_key: bool,
 }
 
 impl<'a> LockRequest<'a> {
@@ -52,7 +55,15 @@ impl<'a> LockRequest<'a> {
             at_least: None,
             timeout: None,
             strategy: None,
+            own_key: false,
         }
+    }
+
+    /// A request for one of sqlock's own keys (a read-write lock's intent), which the
+    /// checks of a caller's key would refuse.
+    pub(crate) fn own_key(mut self) -> Self {
+        self.own_key = true;
+        self
     }
 
     /// The lease's TTL for this request. Defaults to the handle's
@@ -231,8 +242,10 @@ impl<'a> LockRequest<'a> {
     /// # Errors
     ///
     /// Bad input before any SQL is sent ([`Error::EmptyKey`], [`Error::KeyTooLong`],
-    /// [`Error::KeyContainsNul`], a TTL out of range); [`Error::StrategyConflict`],
-    /// also before any SQL, when this handle holds the key with another strategy;
+    /// [`Error::KeyContainsNul`], [`Error::ReservedKey`], [`Error::ReservedMarker`], a
+    /// TTL out of range); [`Error::StrategyConflict`], also before any SQL, when this
+    /// handle holds the key with another strategy, and [`Error::MixedHolds`] when it
+    /// holds a read of the read-write lock of that name;
     /// [`Error::GrantExpired`] when the key was free but the grant's answer took longer
     /// than its TTL (it was given back); [`Error::MissingTable`]; [`Error::Database`].
     ///
@@ -500,9 +513,24 @@ impl<'a> LockRequest<'a> {
 
     /// What this request asks for, checked before any SQL is sent.
     fn ask(&self) -> Result<Ask> {
-        // Not a semaphore's permit: those are taken through their semaphore only.
-        validate::lock_key(self.key)?;
+        // Not a semaphore's permit nor a read-write lock's hold: those are taken
+        // through their semaphore or read-write lock only.
+        if self.own_key {
+            validate::key(self.key)?;
+        } else {
+            validate::lock_key(self.key)?;
+        }
         let shared = &self.shared;
+        // A name this handle holds by a read is held in shared mode: a lock on it would
+        // wait for this handle's own read, or, beside a downgraded read, re-enter the
+        // write side and free the name under the read at its release.
+        if shared.holds_read_of(self.key) {
+            return Err(Error::MixedHolds {
+                key: self.key.to_owned(),
+                held: "by a read",
+                requested: "as a lock",
+            });
+        }
         let strategy = self.chosen_strategy();
         check_strategy(strategy, shared.db.dialect())?;
         // A key is held by one strategy at a time, and this handle's own hold of it is

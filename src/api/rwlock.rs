@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::db::values::Party;
 use crate::strategy::handle::Handle;
 use crate::strategy::lease::Renewal;
 use crate::strategy::rwlock::{intent_key, read_attempt, read_key};
@@ -76,6 +75,13 @@ impl Locker {
     }
 }
 
+/// A guard of the name, taken as the write side: its last release leaves the name to
+/// this owner's read, if it holds one (a downgrade).
+fn write_guard(mut guard: LockGuard) -> LockGuard {
+    guard.mark_write();
+    guard
+}
+
 /// Releases `guard` in a task of its own, and waits for it: should this future be
 /// dropped meanwhile, the release still completes (a release cut off half way would
 /// leave the key to its TTL).
@@ -95,12 +101,15 @@ async fn give_back(guard: LockGuard) -> Result<()> {
 ///
 /// - **Many readers or one writer.** The write side of the lock `name` is a lease on
 ///   the key `name` itself; each read hold is a lease of its own, on the key
-///   `name@read:<owner>` ([`LockGuard::key`] shows it). A read is granted only while
-///   no other owner holds a live lock on `name` (of any strategy: a plain lock on the
-///   key counts as a writer), and a writer, once it holds `name`, is granted only when
-///   no other owner's read hold is live. The check and the grant of a read run in one
-///   transaction holding the key's gate, which every acquisition of `name` takes: no
-///   reader and writer ever both hold.
+///   `name@read:<owner>` ([`LockGuard::key`] shows it). Reads hold the name itself
+///   too, together: while a read is live the row `name` is held in *shared mode* (no
+///   owner, `read` as its strategy, the reads counted, expiring no sooner than any of
+///   them; [`Locker::lock_info`] shows it so). So the name is busy for every
+///   exclusive acquisition, of whatever primitive: a writer, a lock of any strategy on
+///   the key, a multi-lock that names it, an election on it, a semaphore of that name.
+///   A read is granted only while the name is free or held by reads, in one
+///   transaction that marks the name: no reader and writer (nor any other holder of
+///   the name) ever both hold.
 /// - **Writer preference.** A writer that has to wait first records its intent (a
 ///   lease on `name@write:<owner>`, renewed while it waits); a read that arrives while
 ///   an intent or a write hold is live waits behind it, so a steady stream of readers
@@ -108,15 +117,24 @@ async fn give_back(guard: LockGuard) -> Result<()> {
 ///   themselves: a handle that already holds a read re-enters it, and a handle that
 ///   holds the write side takes a read at once (a downgrade).
 /// - **Downgrade.** A handle holding the write side may take the read side: granted at
-///   once whatever waits. Releasing the write hold then leaves the read hold, with no
-///   moment in which the lock was free: other readers get in, writers keep waiting.
+///   once whatever waits. Releasing the write hold (or dropping its guard) then leaves
+///   the name to the read hold, in shared mode, in the release's own transaction, with
+///   no moment in which the lock was free: other readers get in, writers keep waiting.
 ///   The reverse, an upgrade (asking for the write side while holding a read), is
 ///   refused with [`Error::UpgradeRefused`] before any SQL: two readers upgrading at
-///   once would wait for each other.
+///   once would wait for each other. A read asked for by a handle that holds the name
+///   otherwise than as the write side (a plain lock, a multi-lock's key), and a lock
+///   asked for by a handle that holds a read of the name, are refused with
+///   [`Error::MixedHolds`] before any SQL: the release of the one would free the name
+///   under the other.
 /// - **Leases.** Every hold, read or write, has its own owner, expiry on the database
 ///   clock and fencing token, is renewed by the watchdog, fires its lost signal when
 ///   lost, and comes back at its TTL when its holder dies; the sweeper clears expired
-///   read holds as it clears any expired lease. Write tokens rise from one write to
+///   read holds as it clears any expired lease. A read's renewal and extension push
+///   the name in the same statement or transaction, and its release counts the name
+///   one read less (the last frees it): the name never expires before a live read of
+///   it. A reader that dies keeps the name held until its read's expiry, and no later
+///   than the name's expiry plus a renewal period. Write tokens rise from one write to
 ///   the next on every server; on PostgreSQL and MariaDB every token, read or write,
 ///   comes from the table's one sequence, so a write after a read carries a higher
 ///   token than the read, and the reverse.
@@ -125,9 +143,10 @@ async fn give_back(guard: LockGuard) -> Result<()> {
 ///
 /// # Errors
 ///
-/// Before any SQL: the key errors of a single lock for the name (and
-/// [`Error::KeyTooLong`] past [`MAX_RWLOCK_NAME_BYTES`]), [`Error::UpgradeRefused`],
-/// TTL errors.
+/// Before any SQL: the key errors of a single lock for the name (among them
+/// [`Error::ReservedKey`] and [`Error::ReservedMarker`], and [`Error::KeyTooLong`]
+/// past [`MAX_RWLOCK_NAME_BYTES`]), [`Error::UpgradeRefused`],
+/// [`Error::StrategyConflict`] and [`Error::MixedHolds`], TTL errors.
 ///
 /// # Cancel safety
 ///
@@ -185,8 +204,7 @@ impl<'a> RwLockRequest<'a> {
     }
 
     /// Takes the side asked for if it can be had now; `Ok(None)` otherwise. A write
-    /// tried this way records no intent: it takes `name` and, if readers are in, gives
-    /// it back at once.
+    /// tried this way records no intent.
     ///
     /// # Errors
     ///
@@ -198,14 +216,9 @@ impl<'a> RwLockRequest<'a> {
     pub async fn try_acquire(self) -> Result<Option<LockGuard>> {
         let ttl = self.check()?;
         if self.write {
-            let Some(guard) = self.writer_request(self.name, ttl).try_acquire().await? else {
-                return Ok(None);
-            };
-            if self.readers().await? == 0 {
-                return Ok(Some(guard));
-            }
-            give_back(guard).await?;
-            return Ok(None);
+            // The name is busy while reads hold it: no reader to wait out.
+            let guard = self.writer_request(self.name, ttl).try_acquire().await?;
+            return Ok(guard.map(write_guard));
         }
         let mut tries: u32 = 0;
         loop {
@@ -297,14 +310,14 @@ impl<'a> RwLockRequest<'a> {
     }
 
     /// A writer's wait: its intent first (so that later readers wait), then the lease
-    /// on the name, then until no other owner's read is live; the intent goes once the
-    /// write is granted (or given up).
+    /// on the name, which is busy while reads hold it; the intent goes once the write
+    /// is granted (or given up).
     async fn wait_write(&self, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard> {
         let started = Instant::now();
         let left = |d: Instant| d.saturating_duration_since(Instant::now());
         let intent_key = intent_key(self.name, &self.shared.owner_text);
         // The intent is this owner's alone: free at once, unless the deadline is over.
-        let mut intent = self.writer_request(&intent_key, ttl);
+        let mut intent = self.writer_request(&intent_key, ttl).own_key();
         if let Some(d) = deadline {
             intent = intent.timeout(left(d));
         }
@@ -317,18 +330,14 @@ impl<'a> RwLockRequest<'a> {
             if let Some(d) = deadline {
                 request = request.timeout(left(d));
             }
-            let guard = request.acquire().await.map_err(|e| match e {
-                Error::Timeout { .. } => self.timed_out(started),
-                other => other,
-            })?;
-            let shared = self.shared;
-            let mut backoff = Backoff::new(shared.settings.poll_min, shared.settings.poll_max);
-            loop {
-                if self.readers().await? == 0 {
-                    return Ok(guard);
-                }
-                self.pause(&mut backoff, deadline, started).await?;
-            }
+            request
+                .acquire()
+                .await
+                .map(write_guard)
+                .map_err(|e| match e {
+                    Error::Timeout { .. } => self.timed_out(started),
+                    other => other,
+                })
         }
         .await;
         // The intent goes before the answer, granted or not.
@@ -357,15 +366,6 @@ impl<'a> RwLockRequest<'a> {
             key: self.name.to_owned(),
             waited: started.elapsed(),
         }
-    }
-
-    /// The live read holds of other owners.
-    async fn readers(&self) -> Result<i64> {
-        let party = Party {
-            key: self.name,
-            owner: &self.shared.owner_text,
-        };
-        Ok(self.shared.db.rw_readers(&party).await?)
     }
 
     /// A lease request for one of the writer's keys, with this request's settings.
@@ -410,6 +410,15 @@ impl<'a> RwLockRequest<'a> {
                     requested: Strategy::Lease,
                 });
             }
+            // A downgrade leaves the name to the read at the write side's release; no
+            // other release of the name does.
+            if self.shared.holds_other_than_write(self.name) {
+                return Err(Error::MixedHolds {
+                    key: self.name.to_owned(),
+                    held: "as a lock",
+                    requested: "by a read",
+                });
+            }
         }
         let ttl = self.ttl.unwrap_or(self.shared.settings.ttl);
         validate::ttl(ttl)?;
@@ -430,6 +439,9 @@ impl<'a> RwLockRequest<'a> {
             max_hold: self.max_hold,
         };
         let key = read_key(self.name, &shared.owner_text);
+        // The attempt stays noted until the guard holds the read: a release of this
+        // handle's write side, which waits for reads under way, then sees it held.
+        let _until_held = shared.attempt_started(&key);
         let grant = landing
             .take()
             .into_iter()

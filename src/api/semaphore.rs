@@ -46,8 +46,19 @@ use super::permits::SemaphoreGuard;
 /// - **Not fair**: a waiter polls, and the first to find enough free permits takes
 ///   them; a waiter for k permits may wait while waiters for fewer keep taking them.
 ///
+/// - **One name, one holder.** The semaphore holds its name as every primitive holds
+///   a name: while a permit is held, the row of the name `name` is held in shared mode
+///   by permits (no owner, `semaphore` as its strategy, the permits counted, expiring
+///   no sooner than any of them; [`Locker::lock_info`] shows it so), renewed with the
+///   permits and freed with the last. So a lock of any strategy on `name`, a
+///   multi-lock that names it, an election on it, and reads or the write side of the
+///   read-write lock `name` are busy while a permit is held, and permits are busy
+///   while any of those holds the name. A permit holder that dies keeps the name held
+///   until its permit's expiry, and no later than the name's.
+///
 /// A permit is not a lock: [`Locker::acquire`] refuses the keys of permits
-/// ([`Error::ReservedKey`]).
+/// ([`Error::ReservedKey`]), and a semaphore is refused the names of those keys and of
+/// a read-write lock's holds ([`Error::ReservedKey`], [`Error::ReservedMarker`]).
 ///
 /// # When not to use it
 ///
@@ -95,8 +106,9 @@ impl Locker {
     /// held by this handle's owner id and renewed by its watchdog. See [`Semaphore`].
     ///
     /// The name and N are checked by the calls that use them: the name as a key (1 to
-    /// [`MAX_SEMAPHORE_NAME_BYTES`](crate::MAX_SEMAPHORE_NAME_BYTES) bytes, no NUL), N
-    /// from 1 to [`MAX_PERMITS`](crate::MAX_PERMITS).
+    /// [`MAX_SEMAPHORE_NAME_BYTES`](crate::MAX_SEMAPHORE_NAME_BYTES) bytes, no NUL, not
+    /// in the spaces kept for permits and read-write locks' holds), N from 1 to
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -221,14 +233,14 @@ impl Semaphore {
     }
 
     /// Takes one permit if one is free, in one transaction; `Ok(None)` when all N are
-    /// held. Waiting versions: [`acquire`](Self::acquire),
+    /// held, or the name is held by another primitive. Waiting versions: [`acquire`](Self::acquire),
     /// [`acquire_timeout`](Self::acquire_timeout).
     ///
     /// # Errors
     ///
     /// Bad input before any SQL is sent ([`Error::EmptyKey`], [`Error::KeyTooLong`],
-    /// [`Error::KeyContainsNul`] for the name, [`Error::InvalidPermits`], a TTL out of
-    /// range); [`Error::PermitsMismatch`] when the semaphore is recorded with another
+    /// [`Error::KeyContainsNul`], [`Error::ReservedKey`], [`Error::ReservedMarker`] for
+    /// the name, [`Error::InvalidPermits`], a TTL out of range); [`Error::PermitsMismatch`] when the semaphore is recorded with another
     /// N; [`Error::GrantExpired`] when the grant's answer took longer than its TTL (it
     /// was given back); [`Error::MissingTable`]; [`Error::Database`].
     ///
@@ -500,6 +512,7 @@ impl Semaphore {
                     key: slot.key,
                     strategy: Strategy::Lease,
                     token: slot.token,
+                    rw_write: false,
                 };
                 let grant = Grant {
                     owner: shared.owner_text.clone(),

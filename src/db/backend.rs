@@ -19,8 +19,8 @@ use super::runner::{elected, grants, listed, texts, On, Runner};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{
-    Acquire, AcquireAll, Bound, Claim, Extend, Held, Key, Limit, Mark, Party, Permits, Place,
-    Release, Renew, RowGrant, Slots, Sweep,
+    Acquire, AcquireAll, Bound, Claim, Extend, Held, Key, KeyList, Limit, Mark, Parent, Permits,
+    Place, Push, Release, Renew, RowGrant, Share, Slots, Sweep,
 };
 
 /// The statements every server has, rendered for one table.
@@ -47,6 +47,8 @@ pub(crate) struct Common {
     /// The semaphore's statements (`semaphore.rs`).
     pub(crate) semaphore: Semaphore,
     pub(crate) rw: Rw,
+    /// The steps of the holds of a name in shared mode (`shared.rs`).
+    pub(crate) shared: Shared,
 }
 
 /// The read-write lock's statements (`rw_*.sql`), every server's (`rw.rs`).
@@ -56,8 +58,28 @@ pub(crate) struct Rw {
     pub(crate) gate: Statement<Key<'static>>,
     /// A read hold, in a transaction holding the key's gate.
     pub(crate) read: Statement<Acquire<'static>>,
-    /// How many live read holds other owners have.
-    pub(crate) readers: Statement<Party<'static>>,
+    /// The name marked held by reads, after a read hold, in its transaction.
+    pub(crate) mark: Statement<Share<'static>>,
+    /// The name left to the writer's own read at the write side's last release.
+    pub(crate) convert: Statement<Held<'static>>,
+}
+
+/// The statements of the holds of a name in shared mode (`shared_*.sql`), every
+/// server's (`shared.rs`): reads and permits.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    /// One hold given back: the holds left.
+    pub(crate) release: Statement<Held<'static>>,
+    /// The name counts one hold less, and is free at none.
+    pub(crate) leave: Statement<Parent<'static>>,
+    /// The name pushed as far as a hold of it, once the hold was extended.
+    pub(crate) push: Statement<Push<'static>>,
+    /// An operator's release of a name: the holds to release with it.
+    pub(crate) holds: Statement<Key<'static>>,
+    /// An operator's release of those holds.
+    pub(crate) force: Statement<KeyList>,
+    /// An operator's release of one hold.
+    pub(crate) drop: Statement<Key<'static>>,
 }
 
 /// The semaphore's statements (`semaphore_*.sql`), every server's (`semaphore.rs`).
@@ -71,6 +93,8 @@ pub(crate) struct Semaphore {
     pub(crate) permits: Statement<Key<'static>>,
     /// Takes free slots, under the gate.
     pub(crate) take: Statement<Slots<'static>>,
+    /// The name marked held by permits, after they were taken.
+    pub(crate) mark: Statement<Share<'static>>,
     /// The live permits of a semaphore's slots.
     pub(crate) holders: Statement<Slots<'static>>,
     /// The recorded semaphores.
@@ -114,10 +138,12 @@ pub(crate) struct CommonTemplates {
     /// `fair_gate`, `_enqueue`, `_renew`, `_status`, `_head`, `_ensure`, `_take`,
     /// `_mark`, `_leave`, `_sweep`, in that order.
     pub(crate) fair: [&'static str; 10],
-    /// `rw_gate`, `rw_read`, `rw_readers`.
-    pub(crate) rw: [&'static str; 3],
-    /// `semaphore_ensure`, `_gate`, `_permits`, `_take`, `_holders`, `_list`.
-    pub(crate) semaphore: [&'static str; 6],
+    /// `rw_gate`, `rw_read`, `rw_mark`, `rw_convert`.
+    pub(crate) rw: [&'static str; 4],
+    /// `semaphore_ensure`, `_gate`, `_permits`, `_take`, `_holders`, `_list`, `_mark`.
+    pub(crate) semaphore: [&'static str; 7],
+    /// `shared_release`, `_leave`, `_push`, `_holds`, `_force`, `_drop`.
+    pub(crate) shared: [&'static str; 6],
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -163,7 +189,8 @@ macro_rules! common_templates {
             rw: [
                 sql!($dir, "rw_gate"),
                 sql!($dir, "rw_read"),
-                sql!($dir, "rw_readers"),
+                sql!($dir, "rw_mark"),
+                sql!($dir, "rw_convert"),
             ],
             semaphore: [
                 sql!($dir, "semaphore_ensure"),
@@ -172,6 +199,15 @@ macro_rules! common_templates {
                 sql!($dir, "semaphore_take"),
                 sql!($dir, "semaphore_holders"),
                 sql!($dir, "semaphore_list"),
+                sql!($dir, "semaphore_mark"),
+            ],
+            shared: [
+                sql!($dir, "shared_release"),
+                sql!($dir, "shared_leave"),
+                sql!($dir, "shared_push"),
+                sql!($dir, "shared_holds"),
+                sql!($dir, "shared_force"),
+                sql!($dir, "shared_drop"),
             ],
         }
     }};
@@ -211,7 +247,8 @@ impl Common {
             rw: Rw {
                 gate: target.render(t.rw[0]),
                 read: target.render(t.rw[1]),
-                readers: target.render(t.rw[2]),
+                mark: target.render(t.rw[2]),
+                convert: target.render(t.rw[3]),
             },
             semaphore: Semaphore {
                 ensure: target.render(t.semaphore[0]),
@@ -220,6 +257,15 @@ impl Common {
                 take: target.render(t.semaphore[3]),
                 holders: target.render(t.semaphore[4]),
                 list: target.render(t.semaphore[5]),
+                mark: target.render(t.semaphore[6]),
+            },
+            shared: Shared {
+                release: target.render(t.shared[0]),
+                leave: target.render(t.shared[1]),
+                push: target.render(t.shared[2]),
+                holds: target.render(t.shared[3]),
+                force: target.render(t.shared[4]),
+                drop: target.render(t.shared[5]),
             },
         }
     }
@@ -343,12 +389,14 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         r: &Renew<'_>,
         batch: &[(String, i64)],
     ) -> impl Future<Output = Result<Renewal, sqlx::Error>> + Send {
-        let _ = batch;
         async move {
+            let mut survivors =
+                texts(On::Pool(self.pool(), false), &self.common().lease_renew, r).await?;
+            // The names pushed for the batch's holds in shared mode may come back too
+            // (SQLite): the survivors are the batch's keys.
+            survivors.retain(|s| batch.iter().any(|(k, _)| k == s));
             Ok(Renewal {
-                survivors: Some(
-                    texts(On::Pool(self.pool(), false), &self.common().lease_renew, r).await?,
-                ),
+                survivors: Some(survivors),
                 statements: 1,
             })
         }

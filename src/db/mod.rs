@@ -32,6 +32,7 @@ pub(crate) mod rw;
 pub(crate) mod scheduling;
 pub(crate) mod schema;
 pub(crate) mod semaphore;
+pub(crate) mod shared;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 pub(crate) mod statement;
@@ -55,8 +56,8 @@ use fair::Standing;
 use scheduling::{schedule, unschedule};
 use statement::Mode;
 use values::{
-    Acquire, Claim, Extend, Held, Key, Limit, Permits, Place, Release, Renew, Schedule, Slots,
-    Sweep,
+    Acquire, Claim, Extend, Held, Key, Limit, Parent, Permits, Place, Release, Renew, Schedule,
+    Slots, Sweep,
 };
 
 /// Runs `$body` with `$x` bound to the value inside whichever server's variant of the
@@ -281,9 +282,38 @@ impl Db {
         on_backend!(self, |b| rw::read(&**b, a).await)
     }
 
-    /// The live read holds of a read-write lock other owners have (`rw.rs`).
-    pub(crate) async fn rw_readers(&self, p: &values::Party<'_>) -> Result<i64, Failure> {
-        on_backend!(self, |b| rw::readers(&**b, p).await)
+    /// A hold of a name in shared mode (a read, a permit) gives back one hold, and its
+    /// last counts the name one hold less (`shared.rs`): whether it was still ours.
+    pub(crate) async fn shared_release(
+        &self,
+        h: &Held<'_>,
+        name: &Parent<'_>,
+    ) -> Result<bool, Failure> {
+        on_backend!(self, |b| shared::release(&**b, h, name).await)
+    }
+
+    /// The write side of a read-write lock gives back one hold, and its last leaves
+    /// the name to the owner's own read, if it holds one (`shared.rs`): whether it
+    /// was still ours.
+    pub(crate) async fn rw_release_write(&self, h: &Held<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| shared::release_write(&**b, h).await)
+    }
+
+    /// An operator's release of the holds of a name in shared mode (`shared.rs`): how
+    /// many rows were released. A gate in use is contention.
+    pub(crate) async fn force_release_shared(&self, k: &Key<'_>) -> Result<u64, Failure> {
+        on_backend!(self, |b| shared::force_name(&**b, k).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, k.0))
+    }
+
+    /// An operator's release of one hold in shared mode, its name counted one hold less
+    /// (`shared.rs`): whether a live hold was released.
+    pub(crate) async fn force_release_hold(
+        &self,
+        k: &Key<'_>,
+        name: &Parent<'_>,
+    ) -> Result<bool, Failure> {
+        on_backend!(self, |b| shared::force_hold(&**b, k, name).await)
     }
 
     /// The insert strategy's release of its last hold: whether it deleted the row.
@@ -318,8 +348,13 @@ impl Db {
         on_backend!(self, |b| b.still_held(h).await)
     }
 
+    /// Extends a lease; a hold of a name in shared mode pushes its name first, in the
+    /// same transaction (`shared.rs`), so that the name never expires before it.
     pub(crate) async fn lease_extend(&self, e: &Extend<'_>) -> Result<Option<i64>, Failure> {
-        on_backend!(self, |b| b.lease_extend(e).await)
+        match Parent::of(e.held.key) {
+            Some(name) => on_backend!(self, |b| shared::extend(&**b, e, name.key).await),
+            None => on_backend!(self, |b| b.lease_extend(e).await),
+        }
     }
 
     pub(crate) async fn lease_renew(

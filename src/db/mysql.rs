@@ -19,7 +19,7 @@ use super::fence::fence_connection;
 use super::outcome::{Failure, Grant, Renewal};
 use super::runner::{grants, ints, texts, On, Runner};
 use super::scheduling::{SchedulerState, SchedulerStatements, Scheduling};
-use super::statement::{batch_json, Mode, Statement, Target};
+use super::statement::{batch_json, batch_names, Mode, Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{Acquire, Held, Key, Nothing, Renew, Schedule, Sweep};
 
@@ -194,7 +194,9 @@ impl Backend for MariaDb {
     }
 
     /// sqlx connects with CLIENT_FOUND_ROWS: the count is of matched rows, so a full
-    /// count means every lease of the batch was renewed. A row locked by another
+    /// count means every lease of the batch was renewed (each with the name it holds in
+    /// shared mode, if it is a read or a permit: those names are counted too, once
+    /// each, and a hold is renewed only with its name). A row locked by another
     /// transaction fails the statement at once (it is told not to wait): the row of a
     /// lease that lapsed may be a for-update holder's, so the survivors are asked for,
     /// which waits on nothing, and renewed alone, waiting out short locks.
@@ -210,7 +212,8 @@ impl Backend for MariaDb {
                 Err(e) if Self::classify(&e) == Class::Contention => None,
                 Err(e) => return Err(e),
             };
-        if matched.is_some_and(|m| usize::try_from(m).is_ok_and(|m| m >= batch.len())) {
+        let full = batch.len() + batch_names(batch.iter().map(|(k, _)| k.as_str()));
+        if matched.is_some_and(|m| usize::try_from(m).is_ok_and(|m| m >= full)) {
             return Ok(Renewal {
                 survivors: None,
                 statements: 1,
@@ -239,7 +242,8 @@ impl Backend for MariaDb {
             &again,
         )
         .await?;
-        if usize::try_from(renewed).is_ok_and(|m| m >= survivors.len()) {
+        let full = survivors.len() + batch_names(survivors.iter().map(String::as_str));
+        if usize::try_from(renewed).is_ok_and(|m| m >= full) {
             Ok(Renewal {
                 survivors: Some(survivors),
                 statements: 3,

@@ -50,6 +50,8 @@ impl Postgres {
             templates.elect_claim = sql!("postgres", "elect_claim_notify");
             // The fair handoff names the waiter it handed the lock to (`fair.rs`).
             templates.fair[7] = sql!("postgres", "fair_mark_notify");
+            // The last read or permit of a name frees it (`shared.rs`).
+            templates.shared[1] = sql!("postgres", "shared_leave_notify");
         }
         Self {
             base: Base::new(pool, &target, &templates),

@@ -61,15 +61,16 @@ fn template(dialect: Dialect, name: &str) -> Option<&'static str> {
             "lease_renew", "lease_force_release", "insert_release", "sweep", "list", "lookup",
             "fence", "for_update_begin", "for_update_begin_nowait", "for_update_lock",
             "for_update_lock_nowait", "for_update_ensure", "for_update_grant",
-            "for_update_check", "rw_read", "rw_readers"),
+            "for_update_check", "rw_read", "rw_mark", "shared_holds"),
         Dialect::MySql => files!("mysql": "lease_acquire", "lease_release", "lease_extend",
             "lease_renew", "lease_force_release", "insert_release", "sweep", "list", "lookup",
             "fence", "lease_survivors", "lease_held", "lease_renew_again", "sweep_claim",
             "galera_check", "for_update_probe", "for_update_lock", "for_update_lock_nowait",
-            "for_update_ensure", "for_update_grant", "for_update_check", "rw_read", "rw_readers"),
+            "for_update_ensure", "for_update_grant", "for_update_check", "rw_read", "rw_mark",
+            "shared_holds"),
         Dialect::Sqlite => files!("sqlite": "lease_acquire", "lease_release", "lease_extend",
             "lease_renew", "lease_force_release", "insert_release", "sweep", "list", "lookup",
-            "fence", "rw_read", "rw_readers"),
+            "fence", "rw_read", "rw_mark", "shared_holds"),
     }
 }
 

@@ -1,20 +1,26 @@
 //! The semaphore's statements and its acquisition transaction, written once over every
 //! server: a semaphore of N permits is N lease rows of the lock table (its slots), and
 //! an acquisition takes k of them in one transaction under the semaphore's gate, all
-//! or none.
+//! or none, and marks the semaphore's name held by permits in the same transaction
+//! (`shared.rs`), so that no other primitive takes the name meanwhile.
 
 use super::backend::Backend;
 use super::outcome::Listed;
-use super::runner::{self, listed, On, Runner};
-use super::values::{Key, Limit, Permits, Slots};
+use super::runner::{self, ints, listed, On, Runner};
+use super::values::{Key, Limit, Permits, Share, Slots};
 
 /// What one acquisition found.
 #[derive(Debug)]
 pub(crate) enum Taken {
     /// The permits taken, by slot key: token and expiry.
     Granted(Vec<Slot>),
-    /// Fewer than the permits asked for were free: nothing was taken.
+    /// Fewer than the permits asked for were free, or the semaphore's name is held
+    /// otherwise (a lock of any strategy, reads of a read-write lock): nothing was
+    /// taken.
     Busy,
+    /// The name's gate or row was in use by another transaction for a moment: nothing
+    /// was taken, worth another try.
+    Contended,
     /// The semaphore is recorded with another N (this one): nothing was taken.
     Mismatch(i64),
     /// The semaphore is not recorded (yet, or any more): record it, and try again.
@@ -41,7 +47,8 @@ pub(crate) async fn ensure<B: Backend>(b: &B, p: &Permits<'_>) -> Result<Option<
 
 /// Takes `slots.count` permits of the semaphore `p.name` for `slots.owner`, all or
 /// none, in one transaction that first locks the semaphore's row (its gate) and checks
-/// its N. Rolled back unless every permit asked for was taken.
+/// its N, and last marks the name held by permits. Rolled back unless every permit
+/// asked for was taken and the name marked.
 pub(crate) async fn take<B: Backend>(
     b: &B,
     p: &Permits<'_>,
@@ -77,6 +84,32 @@ pub(crate) async fn take<B: Backend>(
     if i64::try_from(taken.len()).unwrap_or(i64::MAX) < slots.count {
         tx.rollback().await?;
         return Ok(Taken::Busy);
+    }
+    // The name, held in shared mode: as many holds more as permits were taken, and no
+    // sooner expired than they are.
+    let mark = Share {
+        key: p.name,
+        owner: slots.owner,
+        count: slots.count,
+        ttl_us: slots.ttl_us,
+    };
+    let marked = match ints::<B::Db, _>(On::Conn(&mut *tx), &s.mark, &mark).await {
+        Ok(rows) => rows.first().copied(),
+        // MariaDB: the name's bucket or row is another transaction's for a moment (a
+        // read of the name, a for-update holder), or the token's sequence was in use.
+        Err(e) if B::is_lock_wait_timeout(&e) || B::is_sequence_busy(&e) => Some(2),
+        Err(e) => return Err(e),
+    };
+    match marked {
+        Some(1) => {}
+        Some(2) => {
+            tx.rollback().await?;
+            return Ok(Taken::Contended);
+        }
+        _ => {
+            tx.rollback().await?;
+            return Ok(Taken::Busy);
+        }
     }
     tx.commit().await?;
     Ok(Taken::Granted(taken))

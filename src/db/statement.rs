@@ -49,11 +49,13 @@ pub(crate) enum Param {
     Prefix,
     /// A multi-lock's keys, as a JSON array.
     Keys,
+    /// The key of a hold of a name in shared mode (a read, a permit), beside its name.
+    Hold,
 }
 
 impl Param {
     /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 22] = [
+    const NAMES: [(Self, &'static str); 23] = [
         (Self::Key, "key"),
         (Self::Owner, "owner"),
         (Self::TtlUs, "ttl_us"),
@@ -76,13 +78,14 @@ impl Param {
         (Self::Count, "count"),
         (Self::Prefix, "prefix"),
         (Self::Keys, "keys"),
+        (Self::Hold, "hold"),
     ];
 
     /// Every parameter.
-    pub(crate) const ALL: [Self; 22] = {
-        let mut all = [Self::Key; 22];
+    pub(crate) const ALL: [Self; 23] = {
+        let mut all = [Self::Key; 23];
         let mut i = 0;
-        while i < 22 {
+        while i < 23 {
             all[i] = Self::NAMES[i].0;
             i += 1;
         }
@@ -345,15 +348,15 @@ impl<V: Values> Statement<V> {
     }
 }
 
-/// Writes `pairs` as the JSON array of `[key, token]` pairs the batch statements read.
+/// Writes `pairs` as the JSON array of `[key, token]` pairs the batch statements read;
+/// a hold of a name in shared mode (a read, a permit) gets its name as a third element,
+/// `[key, token, name]`, told by the one function that tells it
+/// ([`parent_of`](crate::support::validate::parent_of)): a renewal pushes that name
+/// with the hold. Statements that read the keys alone ignore it.
 pub(crate) fn batch_json<'a>(pairs: impl Iterator<Item = (&'a str, i64)>) -> String {
-    let mut out = String::from("[");
-    for (i, (key, token)) in pairs.enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str("[\"");
-        for c in key.chars() {
+    fn text(out: &mut String, s: &str) {
+        out.push('"');
+        for c in s.chars() {
             match c {
                 '"' => out.push_str("\\\""),
                 '\\' => out.push_str("\\\\"),
@@ -361,12 +364,37 @@ pub(crate) fn batch_json<'a>(pairs: impl Iterator<Item = (&'a str, i64)>) -> Str
                 c => out.push(c),
             }
         }
-        out.push_str("\",");
+        out.push('"');
+    }
+    let mut out = String::from("[");
+    for (i, (key, token)) in pairs.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('[');
+        text(&mut out, key);
+        out.push(',');
         out.push_str(&token.to_string());
+        if let Some((name, _)) = crate::support::validate::parent_of(key) {
+            out.push(',');
+            text(&mut out, name);
+        }
         out.push(']');
     }
     out.push(']');
     out
+}
+
+/// How many distinct names the holds in shared mode of `keys` hold: a batched
+/// renewal pushes each of them too (and MariaDB counts each among the rows it matched).
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+pub(crate) fn batch_names<'a>(keys: impl Iterator<Item = &'a str>) -> usize {
+    let mut names: Vec<&str> = keys
+        .filter_map(|k| crate::support::validate::parent_of(k).map(|(name, _)| name))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names.len()
 }
 
 #[cfg(test)]
@@ -414,5 +442,17 @@ mod tests {
         let json = batch_json([("a", 1), ("q\"\\\n🔒", -2)].into_iter());
         assert_eq!(json, r#"[["a",1],["q\"\\\u000a🔒",-2]]"#);
         assert_eq!(batch_json(std::iter::empty()), "[]");
+    }
+
+    #[test]
+    fn batch_json_names_the_name_of_a_shared_hold() {
+        let read = "d\"oc@read:0f5c3a1e-8d2b-4c6f-9a7e-1b2c3d4e5f60";
+        let json = batch_json([("d\"oc", 1), (read, 2), ("semaphore:s#3", 4)].into_iter());
+        assert_eq!(
+            json,
+            r#"[["d\"oc",1],["d\"oc@read:0f5c3a1e-8d2b-4c6f-9a7e-1b2c3d4e5f60",2,"d\"oc"],["semaphore:s#3",4,"s"]]"#
+        );
+        let keys = ["a", read, "semaphore:s#3", "semaphore:s#4"];
+        assert_eq!(batch_names(keys.into_iter()), 2);
     }
 }

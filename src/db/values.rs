@@ -153,24 +153,104 @@ fn json_array(keys: &[String]) -> String {
     out
 }
 
-/// A key and an owner: a read-write lock's name, and the owner whose own holds a
-/// count leaves out.
+/// A name held in shared mode, as a hold of it takes, pushes or marks it: the name
+/// `key`, the owner of the hold, how many holds it adds (`count`), and how long from
+/// now it must last at least (`ttl_us`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Party<'a> {
+pub(crate) struct Share<'a> {
     pub(crate) key: &'a str,
     pub(crate) owner: &'a str,
+    pub(crate) count: i64,
+    pub(crate) ttl_us: i64,
 }
 
-impl Values for Party<'_> {
-    type With<'a> = Party<'a>;
+impl Values for Share<'_> {
+    type With<'a> = Share<'a>;
 
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner];
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Count, Param::TtlUs];
 
     fn value(&self, param: Param) -> Value<'_> {
         match param {
             Param::Owner => Value::Text(self.owner),
+            Param::Count => Value::Int(self.count),
+            Param::TtlUs => Value::Int(self.ttl_us),
             _ => Value::Text(self.key),
         }
+    }
+}
+
+/// A name held in shared mode pushed to expire no sooner than one of its holds: the
+/// name `key`, the hold's key `hold` and owner `owner`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Push<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) hold: &'a str,
+    pub(crate) owner: &'a str,
+}
+
+impl Values for Push<'_> {
+    type With<'a> = Push<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Hold, Param::Owner];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Hold => Value::Text(self.hold),
+            Param::Owner => Value::Text(self.owner),
+            _ => Value::Text(self.key),
+        }
+    }
+}
+
+/// The name a hold in shared mode holds, and the mode (`read` or `semaphore`, the
+/// name's row's `lock_strategy` while so held), as
+/// [`parent_of`](crate::support::validate::parent_of) tells them from the hold's key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Parent<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) kind: &'a str,
+}
+
+impl<'a> Parent<'a> {
+    /// The name the hold `key` holds in shared mode, if it is such a hold.
+    pub(crate) fn of(key: &'a str) -> Option<Self> {
+        crate::support::validate::parent_of(key).map(|(name, kind)| Self {
+            key: name,
+            kind: kind.name(),
+        })
+    }
+}
+
+impl Values for Parent<'_> {
+    type With<'a> = Parent<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Strategy];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Strategy => Value::Text(self.kind),
+            _ => Value::Text(self.key),
+        }
+    }
+}
+
+/// Keys, bound as one JSON array of strings (`:keys`).
+#[derive(Debug, Clone)]
+pub(crate) struct KeyList(String);
+
+impl KeyList {
+    pub(crate) fn new(keys: &[String]) -> Self {
+        Self(json_array(keys))
+    }
+}
+
+impl Values for KeyList {
+    type With<'a> = KeyList;
+
+    const PARAMS: &'static [Param] = &[Param::Keys];
+
+    fn value(&self, _: Param) -> Value<'_> {
+        Value::Text(&self.0)
     }
 }
 
@@ -319,7 +399,8 @@ impl Values for Extend<'_> {
 }
 
 /// A batched renewal of `owner`'s leases of one TTL: `batch` is the JSON array of
-/// `[key, token]` pairs (see [`batch_json`](super::statement::batch_json)).
+/// `[key, token]` pairs, `[key, token, name]` for a hold of a name in shared mode (see
+/// [`batch_json`](super::statement::batch_json)).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Renew<'a> {
     pub(crate) owner: &'a str,

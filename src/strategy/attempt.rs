@@ -175,6 +175,7 @@ async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: O
         key: ask.key,
         strategy: ask.strategy,
         token: grant.token,
+        rw_write: false,
     };
     // A re-entry nobody waits for gives back its hold alone; should it be the last,
     // the key is kept as the holds before it asked.

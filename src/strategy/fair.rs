@@ -415,6 +415,7 @@ async fn give_back(handle: &Handle, key: &str, token: i64) {
         key: key.to_owned(),
         strategy: Strategy::Fair,
         token,
+        rw_write: false,
     };
     if let Err(e) = release(handle, &id, None).await {
         tracing::warn!(key = %key, error = %e,

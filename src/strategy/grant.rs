@@ -30,6 +30,10 @@ pub(crate) struct LockId {
     pub(crate) key: String,
     pub(crate) strategy: Strategy,
     pub(crate) token: i64,
+    /// Held as the write side of the read-write lock `key`: its last release leaves
+    /// the name to the owner's own read, if it holds one (a downgrade), in shared mode
+    /// (`release.rs`).
+    pub(crate) rw_write: bool,
 }
 
 impl LockId {

@@ -127,6 +127,56 @@ impl Handle {
         }
     }
 
+    /// Waits until no attempt of this handle on `key` is under way, and notes one at
+    /// once, in one step: two callers never both pass. A read of a read-write lock and
+    /// the release of its write side on one handle take turns so (see `release.rs`).
+    pub(crate) async fn attempt_alone(self: &Arc<Self>, key: &str) -> InFlight {
+        self.wait_alone(key).await;
+        InFlight {
+            handle: Arc::clone(self),
+            key: key.to_owned(),
+        }
+    }
+
+    /// [`attempt_alone`](Self::attempt_alone), for a caller that borrows the handle.
+    pub(crate) async fn alone(&self, key: &str) -> Alone<'_> {
+        self.wait_alone(key).await;
+        Alone {
+            handle: self,
+            key: key.to_owned(),
+        }
+    }
+
+    async fn wait_alone(&self, key: &str) {
+        loop {
+            let ended = self.attempt_ended.notified();
+            tokio::pin!(ended);
+            // Registered before the count is read, so that no end is missed.
+            ended.as_mut().enable();
+            {
+                let mut attempts = self.attempts();
+                if !attempts.contains_key(key) {
+                    attempts.insert(key.to_owned(), 1);
+                    return;
+                }
+            }
+            ended.await;
+        }
+    }
+
+    /// One attempt on `key` ended.
+    fn attempt_ended(&self, key: &str) {
+        let mut attempts = self.attempts();
+        if let Some(n) = attempts.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                attempts.remove(key);
+            }
+        }
+        drop(attempts);
+        self.attempt_ended.notify_waiters();
+    }
+
     /// Whether an attempt of this handle on `key` is under way.
     pub(crate) fn attempt_under_way(&self, key: &str) -> bool {
         self.attempts().contains_key(key)
@@ -144,6 +194,28 @@ impl Handle {
         self.held().get(key).map(|h| h.strategy)
     }
 
+    /// Whether a guard of this handle holds a read of the read-write lock `name`.
+    pub(crate) fn holds_read_of(&self, name: &str) -> bool {
+        let read = super::rwlock::read_key(name, &self.owner_text);
+        self.held().contains_key(&read)
+    }
+
+    /// Whether this handle holds `name` otherwise than as the write side of the
+    /// read-write lock `name` (a plain lock, a multi-lock's key, a fair or for-update
+    /// lock): a read beside such a hold is refused, since its release would free the
+    /// name under the read.
+    pub(crate) fn holds_other_than_write(&self, name: &str) -> bool {
+        self.held().get(name).is_some_and(|h| h.guards > h.writes)
+    }
+
+    /// Notes that a guard of `key` (counted by [`hold_started`](Self::hold_started))
+    /// holds it as the write side of the read-write lock `key`.
+    pub(crate) fn write_started(&self, key: &str) {
+        if let Some(entry) = self.held().get_mut(key) {
+            entry.writes += 1;
+        }
+    }
+
     /// The longest at-least hold the guards of `key` asked for: the holds of one key
     /// share the time it was taken, so the last release keeps the key that long.
     pub(crate) fn at_least(&self, key: &str) -> Option<Duration> {
@@ -156,17 +228,22 @@ impl Handle {
         let entry = held.entry(key.to_owned()).or_insert(HeldKey {
             strategy,
             guards: 0,
+            writes: 0,
             at_least: None,
         });
         entry.guards += 1;
         entry.at_least = entry.at_least.max(at_least);
     }
 
-    /// Notes that a guard of `key` ended.
-    pub(crate) fn hold_ended(&self, key: &str) {
+    /// Notes that a guard of `key` ended; `write`: one that held it as the write side
+    /// of a read-write lock.
+    pub(crate) fn hold_ended(&self, key: &str, write: bool) {
         let mut held = self.held();
         if let Some(entry) = held.get_mut(key) {
             entry.guards = entry.guards.saturating_sub(1);
+            if write {
+                entry.writes = entry.writes.saturating_sub(1);
+            }
             if entry.guards == 0 {
                 held.remove(key);
             }
@@ -196,6 +273,8 @@ impl Handle {
 struct HeldKey {
     strategy: Strategy,
     guards: u32,
+    /// How many of the guards hold the key as the write side of a read-write lock.
+    writes: u32,
     /// The longest at-least hold its guards asked for, kept until the last one ends.
     at_least: Option<Duration>,
 }
@@ -210,14 +289,19 @@ pub(crate) struct InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut attempts = self.handle.attempts();
-        if let Some(n) = attempts.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                attempts.remove(&self.key);
-            }
-        }
-        drop(attempts);
-        self.handle.attempt_ended.notify_waiters();
+        self.handle.attempt_ended(&self.key);
+    }
+}
+
+/// [`InFlight`] on a borrowed handle: see [`Handle::alone`].
+#[derive(Debug)]
+pub(crate) struct Alone<'a> {
+    handle: &'a Handle,
+    key: String,
+}
+
+impl Drop for Alone<'_> {
+    fn drop(&mut self) {
+        self.handle.attempt_ended(&self.key);
     }
 }

@@ -92,6 +92,7 @@ impl Hold {
             key: ask.key.clone(),
             strategy: ask.strategy,
             token,
+            rw_write: false,
         };
         match granted {
             Granted::Lease(grant) => {

@@ -84,6 +84,7 @@ impl Drop for Landing {
                     key,
                     strategy: Strategy::Lease,
                     token: grant.token,
+                    rw_write: false,
                 };
                 let at_least = handle.at_least(&id.key);
                 if let Err(e) = release::release(&handle, &id, at_least).await {

@@ -2,25 +2,37 @@
 //! re-entry nobody waits for and a fair wait whose caller left all go through. It sits
 //! below the strategies, so that a lease's hold, an attempt and a fair wait can each
 //! give a lock back without reaching into one another.
+//!
+//! Besides the strategies' own releases, two keep a name held in shared mode
+//! (`db/shared.rs`) true: a hold of a name in shared mode (a read, a permit: its key
+//! tells its name) counts its name one hold less as it goes, and the write side of a
+//! read-write lock leaves its name to its owner's read, when it holds one.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 use crate::db::retry::{retry_contention, retry_failure};
-use crate::db::values::Release;
+use crate::db::values::{Parent, Release};
 use crate::support::error::{Class, Result};
 use crate::support::strategy_kind::Strategy;
 
 use super::grant::LockId;
 use super::handle::Handle;
+use super::rwlock::read_key;
+
+/// A release's future, its type erased.
+type Boxed<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
 
 /// Gives back one hold, retrying statements that lost a deadlock race; whether the
 /// lock was still ours.
 ///
 /// The insert strategy's last hold deletes the row; a lease's row stays, free; a fair
 /// lock's last hold hands it to the next live waiter in the same transaction
-/// (`db/fair.rs`). With an at-least hold (`at_least`, see
+/// (`db/fair.rs`). A hold of a name in shared mode counts its name one hold less in
+/// the same transaction, and the write side of a read-write lock leaves its name to
+/// its owner's live read, if it has one (a downgrade), with no moment free. With an
+/// at-least hold (`at_least`, see
 /// [`LockRequest::at_least`](crate::LockRequest::at_least)) the last hold frees the key
 /// only once that long has passed since the lease was taken, on the database clock;
 /// before then the row stays taken, with no hold, until then. On MariaDB a release
@@ -39,11 +51,58 @@ pub(crate) async fn release(
     // enough for the compiler's layout checks to reach their recursion limit in users'
     // crates.
     if id.strategy == Strategy::Fair {
-        let handoff: Pin<Box<dyn Future<Output = Result<bool>> + Send + '_>> =
-            Box::pin(hand_on(handle, id));
+        let handoff: Boxed<'_> = Box::pin(hand_on(handle, id));
         return handoff.await;
     }
+    // The transactions below are boxed too, for the same reason.
+    if let Some(name) = Parent::of(&id.key) {
+        let shared: Boxed<'_> = Box::pin(release_shared(handle, id, name));
+        return shared.await;
+    }
+    // A write side's release that has to keep an at-least hold cannot have a read
+    // beside it: a read is refused to a handle that holds its name otherwise.
+    if id.rw_write && at_least.is_none() {
+        // Alone with this handle's reads of the name: none starts meanwhile, and one
+        // under way is held (or given back) by now. Without a read the name is simply
+        // freed, in the one statement of any lease.
+        let _alone = handle.alone(&read_key(&id.key, &handle.owner_text)).await;
+        if handle.holds_read_of(&id.key) {
+            let write: Boxed<'_> = Box::pin(release_write(handle, id));
+            return write.await;
+        }
+    }
     release_row(handle, id, at_least).await
+}
+
+/// Gives back one hold of a name in shared mode (a read, a permit), and with its last,
+/// one of its name's holds, in one transaction: whether it was still ours. On MariaDB,
+/// as [`release_row`]: a row that stays locked is told from a hold that is gone by a
+/// read that waits on nothing.
+async fn release_shared(handle: &Handle, id: &LockId, name: Parent<'_>) -> Result<bool> {
+    let held = id.held(&handle.owner_text);
+    let db = &handle.db;
+    retry_contention(|| async {
+        match db.shared_release(&held, &name).await {
+            Err(f) if f.class == Class::Contention && !db.still_held(&held).await? => Ok(false),
+            other => other,
+        }
+    })
+    .await
+}
+
+/// Gives back one hold of the write side of a read-write lock, and with its last,
+/// leaves the name to the owner's live read, if it holds one, in one transaction:
+/// whether it was still ours. Retried as [`release_shared`].
+async fn release_write(handle: &Handle, id: &LockId) -> Result<bool> {
+    let held = id.held(&handle.owner_text);
+    let db = &handle.db;
+    retry_contention(|| async {
+        match db.rw_release_write(&held).await {
+            Err(f) if f.class == Class::Contention && !db.still_held(&held).await? => Ok(false),
+            other => other,
+        }
+    })
+    .await
 }
 
 /// Gives back one hold of a fair lock, and the last hands it on to the next waiter in

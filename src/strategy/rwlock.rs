@@ -3,7 +3,7 @@
 //! given back when nobody is there to take it.
 //!
 //! The write side needs no attempt of its own: it is a lease on the lock's name, taken
-//! by the lease's attempt, and then waits out the readers (`api/rwlock.rs`).
+//! by the lease's attempt, busy while reads hold the name (`db/shared.rs`).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -17,19 +17,21 @@ use crate::db::values::Acquire;
 use crate::db::{noting_checkout, Failure, Grant};
 use crate::support::error::{Class, Error};
 use crate::support::strategy_kind::Strategy;
+use crate::support::validate::{READ_MARKER, WRITE_MARKER};
 
 use super::handle::{Handle, InFlight};
 use super::multi::Landing;
 
-/// The key of `owner`'s read hold of the read-write lock `name`.
+/// The key of `owner`'s read hold of the read-write lock `name`: the one shape
+/// [`parent_of`](crate::support::validate::parent_of) tells back to `name`.
 pub(crate) fn read_key(name: &str, owner: &str) -> String {
-    format!("{name}@read:{owner}")
+    format!("{name}{READ_MARKER}{owner}")
 }
 
 /// The key of `owner`'s intent to write the read-write lock `name`, held while it
 /// waits.
 pub(crate) fn intent_key(name: &str, owner: &str) -> String {
-    format!("{name}@write:{owner}")
+    format!("{name}{WRITE_MARKER}{owner}")
 }
 
 /// One attempt at a read hold of `name` for `ttl`, and when it was sent.
@@ -47,8 +49,10 @@ pub(crate) async fn read_attempt(
     if handle.attempt_under_way(&key) {
         reached.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    handle.attempts_settled(&key).await;
-    let in_flight: Vec<InFlight> = vec![handle.attempt_started(&key)];
+    // Alone on the read's key, until the read's guard holds it (or the read is given
+    // back): the release of this handle's write side of the name waits for it, so
+    // that it sees the read, and no read of the name starts while it runs.
+    let in_flight: Vec<InFlight> = vec![handle.attempt_alone(&key).await];
     let sent = Instant::now();
     let (answer, answered) = oneshot::channel();
     let task_handle = handle.clone();

@@ -14,14 +14,16 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::db::retry::retry_contention;
 use crate::db::semaphore::{Slot, Taken};
-use crate::db::values::{Held, Permits, Slots};
+use crate::db::values::{Permits, Slots};
 use crate::db::Failure;
 use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
+use crate::support::strategy_kind::Strategy;
 
+use super::grant::LockId;
 use super::handle::Handle;
+use super::release::release;
 
 /// How many grants in a row may come back too late to use before a waiting call
 /// reports [`Error::GrantExpired`], as for a lock.
@@ -198,6 +200,7 @@ async fn take(handle: &Handle, ask: &PermitAsk) -> Result<Option<Vec<Slot>>, Fai
         match db.semaphore_take(&permits, &slots).await? {
             Taken::Granted(slots) => return Ok(Some(slots)),
             Taken::Busy => return Ok(None),
+            Taken::Contended => return Err(Failure::row_locked(Class::Contention, &ask.name)),
             Taken::Mismatch(recorded) => {
                 return Err(Failure {
                     class: Class::Other,
@@ -218,17 +221,19 @@ async fn take(handle: &Handle, ask: &PermitAsk) -> Result<Option<Vec<Slot>>, Fai
     Ok(None)
 }
 
-/// Gives back permits nobody waits for any more, by owner and token, retrying
-/// statements that lost a race; each lapses at its expiry should its release fail.
+/// Gives back permits nobody waits for any more, by owner and token, each with one of
+/// its name's holds, as a permit's guard does, retrying statements that lost a race;
+/// each lapses at its expiry should its release fail.
 async fn give_back(handle: &Handle, slots: Vec<Slot>) {
     for slot in slots {
-        let held = Held {
-            key: &slot.key,
-            owner: &handle.owner_text,
+        let id = LockId {
+            key: slot.key,
+            strategy: Strategy::Lease,
             token: slot.token,
+            rw_write: false,
         };
-        if let Err(e) = retry_contention(|| handle.db.lease_release(&held)).await {
-            tracing::warn!(key = %slot.key, error = %e,
+        if let Err(e) = release(handle, &id, None).await {
+            tracing::warn!(key = %id.key, error = %e,
                 "could not give back a permit taken for a caller that stopped waiting; \
                  it lapses at its expiry");
         }

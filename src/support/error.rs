@@ -225,11 +225,46 @@ pub enum Error {
         source: sqlx::Error,
     },
 
+    /// Occurs when a lock, semaphore, election or read-write lock is asked for on a
+    /// name that contains [`READ_MARKER`](crate::READ_MARKER) (`@read:`) or
+    /// [`WRITE_MARKER`](crate::WRITE_MARKER) (`@write:`): the keys of that shape are a
+    /// read-write lock's own holds (`NAME@read:OWNER`, `NAME@write:OWNER`), and a hold
+    /// tells which name it holds by its shape alone. Reported before any SQL is sent.
+    #[error(
+        "lock key {key:?} is reserved: keys containing {marker:?} are the holds of \
+         read-write locks (NAME@read:OWNER, NAME@write:OWNER)"
+    )]
+    ReservedMarker {
+        /// The key asked for.
+        key: String,
+        /// The reserved marker it contains.
+        marker: &'static str,
+    },
+
+    /// Occurs when a handle asks for a name in a way its own holds of that name forbid:
+    /// the read side of a read-write lock whose name it holds as a lock (not as the
+    /// write side), or a lock (or a multi-lock's key) on a name it holds a read of.
+    /// The release of the one would not keep the name for the other. Release the hold
+    /// named first. Reported before any SQL is sent.
+    #[error(
+        "{key:?}: this handle holds it {held} and cannot take it {requested} as well; \
+         release that hold first"
+    )]
+    MixedHolds {
+        /// The name asked for.
+        key: String,
+        /// How the handle holds it: `as a lock` or `by a read`.
+        held: &'static str,
+        /// How it was asked for: `by a read` or `as a lock`.
+        requested: &'static str,
+    },
+
     // The semaphore's errors (`Locker::semaphore`).
     /// Occurs when a lock is asked for on a key of the space reserved for semaphores'
     /// permits, [`SEMAPHORE_KEY_PREFIX`](crate::SEMAPHORE_KEY_PREFIX): a permit is
     /// taken through its [`Semaphore`](crate::Semaphore) only, so that no other lock
-    /// can ever stand for one. Reported before any SQL is sent.
+    /// can ever stand for one. A semaphore is refused such a name too. Reported before
+    /// any SQL is sent.
     #[error("lock key {key:?} is reserved: keys starting with {prefix:?} are semaphores' permits")]
     ReservedKey {
         /// The key asked for.

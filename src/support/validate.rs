@@ -71,6 +71,7 @@ pub(crate) fn election_key(name: &str) -> Result<String> {
     }
     let key = format!("{ELECTION_KEY_PREFIX}{name}");
     self::key(&key)?;
+    reserved(&key)?;
     Ok(key)
 }
 
@@ -88,16 +89,89 @@ pub const MAX_PERMITS: u32 = 1000;
 /// [`MAX_KEY_BYTES`].
 pub const MAX_SEMAPHORE_NAME_BYTES: usize = MAX_KEY_BYTES - SEMAPHORE_KEY_PREFIX.len() - 4;
 
-/// Checks a plain lock's key: a key, and not one of a semaphore's permits.
+/// What a read hold's key puts between the read-write lock's name and its owner id:
+/// the read hold of `owner` of the lock `name` is the row `name@read:<owner>`.
+pub const READ_MARKER: &str = "@read:";
+
+/// What a waiting writer's intent puts between the read-write lock's name and its
+/// owner id: `name@write:<owner>`.
+pub const WRITE_MARKER: &str = "@write:";
+
+/// The length of an owner id as keys carry it: a hyphenated UUID.
+const OWNER_ID_CHARS: usize = 36;
+
+/// Checks a plain lock's key: a key, not one of a semaphore's permits, and not one of
+/// a read-write lock's own holds (see [`reserved`]).
 pub(crate) fn lock_key(key: &str) -> Result<()> {
     self::key(key)?;
+    reserved(key)
+}
+
+/// Refuses a name in the spaces sqlock keeps for the holds a name is held through in
+/// shared mode: keys starting with [`SEMAPHORE_KEY_PREFIX`] (a semaphore's permits)
+/// and keys containing [`READ_MARKER`] or [`WRITE_MARKER`] (a read-write lock's
+/// reads and waiting writers). No lock, semaphore, election or read-write lock is
+/// named so: the key of a hold tells, by its shape alone, which name it holds
+/// ([`parent_of`]).
+pub(crate) fn reserved(key: &str) -> Result<()> {
     if key.starts_with(SEMAPHORE_KEY_PREFIX) {
         return Err(Error::ReservedKey {
             key: key.to_owned(),
             prefix: SEMAPHORE_KEY_PREFIX,
         });
     }
+    for marker in [READ_MARKER, WRITE_MARKER] {
+        if key.contains(marker) {
+            return Err(Error::ReservedMarker {
+                key: key.to_owned(),
+                marker,
+            });
+        }
+    }
     Ok(())
+}
+
+/// How a name is held in shared mode: by reads of a read-write lock, or by permits of
+/// a semaphore. The name's own row records it (`lock_strategy`), with no owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shared {
+    Read,
+    Semaphore,
+}
+
+impl Shared {
+    /// The name's row's `lock_strategy` while it is held in this mode.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Semaphore => "semaphore",
+        }
+    }
+}
+
+/// The name a hold in shared mode holds, and how, by the shape of the hold's key: the
+/// read hold `N@read:<owner>` holds `N` by reads, the permit `semaphore:N#<slot>`
+/// holds `N` by permits. `None` for every other key: a name held alone (the names
+/// themselves are refused in those shapes, see [`reserved`]).
+///
+/// The one place that tells a hold's name: its renewal, extension and release push or
+/// count the name's row, bound as a value.
+pub(crate) fn parent_of(key: &str) -> Option<(&str, Shared)> {
+    if let Some(rest) = key.strip_prefix(SEMAPHORE_KEY_PREFIX) {
+        let (name, slot) = rest.rsplit_once('#')?;
+        let is_slot =
+            !slot.is_empty() && slot.len() <= 3 && slot.bytes().all(|b| b.is_ascii_digit());
+        return (is_slot && !name.is_empty()).then_some((name, Shared::Semaphore));
+    }
+    let cut = key.len().checked_sub(OWNER_ID_CHARS + READ_MARKER.len())?;
+    let name = key.get(..cut)?;
+    let owner = key.get(cut + READ_MARKER.len()..)?;
+    let is_owner = owner.char_indices().all(|(i, c)| match i {
+        8 | 13 | 18 | 23 => c == '-',
+        _ => c.is_ascii_hexdigit(),
+    });
+    (key[cut..].starts_with(READ_MARKER) && is_owner && !name.is_empty())
+        .then_some((name, Shared::Read))
 }
 
 /// Checks a semaphore's name (as a key: empty, too long, NUL) and its number of
@@ -115,6 +189,9 @@ pub(crate) fn semaphore(name: &str, permits: u32) -> Result<String> {
     if name.contains('\0') {
         return Err(Error::KeyContainsNul);
     }
+    // The semaphore holds its name as any lock does (in shared mode): a name of the
+    // spaces kept for holds is refused as a lock's key is.
+    reserved(name)?;
     if permits == 0 || permits > MAX_PERMITS {
         return Err(Error::InvalidPermits {
             permits,
@@ -268,6 +345,64 @@ mod tests {
         ));
         assert!(matches!(key("a\0b"), Err(Error::KeyContainsNul)));
         assert!(key("ключ/🔒").is_ok());
+    }
+
+    #[test]
+    fn reserved_keys() {
+        let owner = "0f5c3a1e-8d2b-4c6f-9a7e-1b2c3d4e5f60";
+        for bad in [
+            "semaphore:x".to_owned(),
+            format!("doc@read:{owner}"),
+            "a@read:b".to_owned(),
+            "a@write:".to_owned(),
+        ] {
+            assert!(lock_key(&bad).is_err(), "{bad}");
+            assert!(semaphore(&bad, 2).is_err(), "{bad}");
+            // An election's key starts with its own prefix.
+            assert_eq!(election_key(&bad).is_err(), bad.contains('@'), "{bad}");
+        }
+        for ok in ["doc", "doc@read", "doc@x:y", "a#1", "@read", "semaphores"] {
+            assert!(lock_key(ok).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn parents() {
+        let owner = "0f5c3a1e-8d2b-4c6f-9a7e-1b2c3d4e5f60";
+        let read = format!("doc@read:{owner}");
+        assert_eq!(parent_of(&read), Some(("doc", Shared::Read)));
+        let odd = format!("a#b:c@read:{owner}");
+        assert_eq!(parent_of(&odd), Some(("a#b:c", Shared::Read)));
+        assert_eq!(
+            parent_of("semaphore:jobs#0"),
+            Some(("jobs", Shared::Semaphore))
+        );
+        assert_eq!(
+            parent_of("semaphore:a#b#999"),
+            Some(("a#b", Shared::Semaphore))
+        );
+        for none in [
+            "doc".to_owned(),
+            format!("doc@write:{owner}"),
+            format!("@read:{owner}"),
+            format!("doc@read:{}", &owner[1..]),
+            "doc@read:0f5c3a1e-8d2b-4c6f-9a7e-1b2c3d4e5f6g".to_owned(),
+            "semaphore:#1".to_owned(),
+            "semaphore:a#".to_owned(),
+            "semaphore:a#1000".to_owned(),
+            "semaphore:a#x".to_owned(),
+            "semaphore:a".to_owned(),
+            "é@read:0f5c3a1e-8d2b-4c6f-9a7e-1b2c3d4e5f6".to_owned(),
+        ] {
+            assert_eq!(parent_of(&none), None, "{none}");
+        }
+        // Every hold of every name made by the crate is told back to its name.
+        for name in ["n", "ключ/🔒", "a@b", &"x".repeat(212)] {
+            assert_eq!(
+                parent_of(&format!("{name}{READ_MARKER}{owner}")),
+                Some((name, Shared::Read))
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,22 @@
+-- A hold of a name in shared mode (a read of a read-write lock, a semaphore's permit)
+-- gives back one hold of :key if it is still ours: same owner, same token, unexpired.
+-- The last hold frees the row (locked = FALSE, expiring now). Also the first step of
+-- the write side's release (rw_release in db/shared.rs). The holds left come back
+-- through LAST_INSERT_ID(expr), 0 when this was the last; no row matches when the
+-- hold was no longer ours. The caller then gives back the name's count
+-- (shared_leave.sql) or leaves the name to a read (rw_convert.sql) in the same
+-- transaction. Assigned left to right: hold_count is read before it is decremented
+-- last.
+-- A second at most on a row lock, as lease_release.sql: a row still locked then fails
+-- the statement; lease_held, which waits on nothing, tells whether the hold is still
+-- ours (a short lock: try again) or not (nothing to do).
+SET STATEMENT innodb_lock_wait_timeout = 1 FOR
+UPDATE `{table}` SET
+    locked = hold_count > 1,
+    expires_at = IF(hold_count > 1, expires_at, UTC_TIMESTAMP(6)),
+    hold_count = LAST_INSERT_ID(hold_count - 1)
+WHERE lock_key = :key
+  AND lock_owner = :owner
+  AND fencing_token = :token
+  AND locked
+  AND expires_at > UTC_TIMESTAMP(6)
