@@ -119,6 +119,9 @@ mod tests {
                 "postgres/insert_release_notify",
                 "postgres/lease_release",
                 "postgres/lease_release_notify",
+                // A read's or a permit's release, sent in the transaction that counts
+                // its name down: there it is durable, as everything sent within.
+                "postgres/shared_release",
             ]
         );
     }
