@@ -93,7 +93,10 @@ async fn spawn_holder(
     ttl: Duration,
     presence: bool,
 ) -> anyhow::Result<(Child, i64, String)> {
-    let (child, token, owner, _) = spawn_holder_in(b, key, ttl, presence, None).await?;
+    let (child, token, owner, mut said) = spawn_holder_in(b, key, ttl, presence, None).await?;
+    // Read to the end: a holder whose output nobody reads would die of a broken pipe
+    // at its next line, and free its marker by itself.
+    tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
     Ok((child, token, owner))
 }
 
@@ -538,7 +541,8 @@ async fn a_killed_presence_connection_costs_nothing() -> anyhow::Result<()> {
         let m = support::recorded(&b, &admin, "handoff")
             .await?
             .with_context(|| format!("{}: the lease records no marker", b.dialect))?;
-        let (mut h, mut w) = support::watched(&b, &admin, &m, who(&b, NAME)).await?;
+        let (mut h, standby) = support::standby(&b, &admin, &m, who(&b, NAME)).await?;
+        let mut w = standby.unwrap_or_default();
         for round in 0..3 {
             support::end(&b, &admin, h).await?;
             // Until the handle has a standby again, the marker is the former
@@ -562,6 +566,7 @@ async fn a_killed_presence_connection_costs_nothing() -> anyhow::Result<()> {
                     }
                 }
             };
+            assert!(standby.is_some(), "{}: no standby waited", b.dialect);
             assert_eq!(next_h, w, "{}: the standby took the marker", b.dialect);
             assert!(!support::alive(&b, &admin, h).await?, "{}", b.dialect);
             (h, w) = (next_h, next_w);
@@ -617,6 +622,57 @@ async fn a_killed_presence_connection_costs_nothing() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The connection that holds a handle's marker ends, and the handle is granted another
+/// key at once: the lease records the marker only if a session holds it as it is
+/// granted, so that a marker it records is held (by the handle's standby, which took
+/// it over) and no other owner can take that lease. (A handle that trusted a session
+/// checked moments before recorded a marker nobody held, and lost that lease to the
+/// next acquirer.)
+#[tokio::test]
+async fn a_lease_records_only_a_marker_a_session_holds() -> anyhow::Result<()> {
+    for b in common::servers("presence_recorded").await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let holder = b
+            .builder()
+            .await?
+            .presence(true)
+            .ttl(Duration::from_millis(1500))
+            .build()?;
+        let first = holder.acquire("first").await?;
+        let m = support::recorded(&b, &admin, "first")
+            .await?
+            .with_context(|| format!("{}: the lease records no marker", b.dialect))?;
+        let (h, _) = support::sessions(&b, &admin, &m, Who::Anyone).await?;
+        support::end(&b, &admin, h.context("nobody holds the marker")?).await?;
+        let second = holder.acquire("second").await?;
+        if let Some(recorded) = support::recorded(&b, &admin, "second").await? {
+            assert!(
+                common::eventually(|| async {
+                    Ok(support::sessions(&b, &admin, &recorded, Who::Anyone)
+                        .await?
+                        .0
+                        .is_some())
+                })
+                .await?,
+                "{}: the lease recorded a marker nobody holds",
+                b.dialect
+            );
+        }
+        let waiter = b.builder().await?.build()?;
+        for _ in 0..20 {
+            assert!(
+                waiter.try_acquire("second").await?.is_none(),
+                "{}: the lease granted after the marker's connection ended was taken",
+                b.dialect
+            );
+        }
+        assert!(second.release().await?);
+        assert!(first.release().await?);
+    }
+    Ok(())
+}
+
 /// Both of a handle's presence connections end (the standby, then the holder), and
 /// the handle cannot connect again (its role or user may not log in): its marker is
 /// free. A lease the handle is granted then records no marker (a plain lease: no other
@@ -626,7 +682,7 @@ async fn a_killed_presence_connection_costs_nothing() -> anyhow::Result<()> {
 /// watchdog alone would tell only at its next tick, 20 s later). Once the handle can
 /// connect again, it takes its marker back, and its leases record it again.
 #[tokio::test]
-async fn a_lease_never_records_a_marker_no_connection_holds() -> anyhow::Result<()> {
+async fn a_takeover_while_both_presence_connections_are_gone_is_signalled() -> anyhow::Result<()> {
     const NAME: &str = "sqlock_p_ended";
     for b in common::servers("presence_ended").await {
         b.fresh_table().await?;
@@ -642,11 +698,13 @@ async fn a_lease_never_records_a_marker_no_connection_holds() -> anyhow::Result<
         let m = support::recorded(&b, &admin, "first")
             .await?
             .with_context(|| format!("{}: the lease records no marker", b.dialect))?;
-        let (h, w) = support::watched(&b, &admin, &m, who(&b, NAME)).await?;
+        let (h, w) = support::standby(&b, &admin, &m, who(&b, NAME)).await?;
         warm(&pool).await?;
         logins(&b, &admin, NAME, false).await?;
         let outcome = async {
-            support::end(&b, &admin, w).await?;
+            if let Some(w) = w {
+                support::end(&b, &admin, w).await?;
+            }
             support::end(&b, &admin, h).await?;
             assert!(
                 common::eventually(|| async {
@@ -700,6 +758,7 @@ async fn a_lease_never_records_a_marker_no_connection_holds() -> anyhow::Result<
             assert_eq!(reason, LostReason::PresenceLost, "{}", b.dialect);
             assert!(!second.is_lost(), "{}", b.dialect);
             assert!(taken.release().await?);
+            assert!(w.is_some(), "{}: no standby waited", b.dialect);
             Ok::<_, anyhow::Error>(second)
         }
         .await;
@@ -763,7 +822,8 @@ async fn an_idle_timeout_does_not_end_presence() -> anyhow::Result<()> {
             let m = support::recorded(&b, &admin, "idle")
                 .await?
                 .context("the lease records no marker")?;
-            let (h, w) = support::watched(&b, &admin, &m, Who::Anyone).await?;
+            let (h, _) = support::sessions(&b, &admin, &m, Who::Anyone).await?;
+            let h = h.context("nobody holds the marker")?;
             let waiter = b.builder().await?.build()?;
             let started = Instant::now();
             while started.elapsed() < Duration::from_secs(4) {
@@ -775,6 +835,8 @@ async fn an_idle_timeout_does_not_end_presence() -> anyhow::Result<()> {
                 assert!(!guard.is_lost(), "a loss was signalled");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
+            let (_, w) = support::standby(&b, &admin, &m, Who::Anyone).await?;
+            let w = w.context("no standby waited")?;
             assert_eq!(
                 support::sessions(&b, &admin, &m, Who::Anyone).await?,
                 (Some(h), vec![w]),

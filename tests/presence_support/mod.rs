@@ -144,18 +144,32 @@ pub async fn watched(
     m: &Marker,
     who: Who<'_>,
 ) -> anyhow::Result<(i64, i64)> {
+    match standby(b, admin, m, who).await? {
+        (h, Some(w)) => Ok((h, w)),
+        (_, None) => anyhow::bail!("{}: no session waits for the marker {m:?}", b.dialect),
+    }
+}
+
+/// The session that holds `m`, once it is held, and the one that waits for it once
+/// one does, or `None` when none did within 30 s: what a test asserts afterwards, so
+/// that its first assertions are about what happens to the leases.
+pub async fn standby(
+    b: &Backend,
+    admin: &DbPool,
+    m: &Marker,
+    who: Who<'_>,
+) -> anyhow::Result<(i64, Option<i64>)> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        if let (Some(h), waiters) = sessions(b, admin, m, who).await? {
-            if let [w] = waiters[..] {
-                return Ok((h, w));
+        let (holder, waiters) = sessions(b, admin, m, who).await?;
+        match (holder, &waiters[..]) {
+            (Some(h), [w]) => return Ok((h, Some(*w))),
+            (Some(h), _) if tokio::time::Instant::now() >= deadline => return Ok((h, None)),
+            (None, _) if tokio::time::Instant::now() >= deadline => {
+                anyhow::bail!("{}: nobody holds the marker {m:?}", b.dialect)
             }
+            _ => {}
         }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "{}: no session waits for the marker {m:?}",
-            b.dialect
-        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
