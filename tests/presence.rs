@@ -798,7 +798,11 @@ async fn an_idle_timeout_does_not_end_presence() -> anyhow::Result<()> {
         let admin = b.pool().await?;
         let setup = format!("ALTER ROLE {NAME} SET idle_session_timeout = '1s'");
         let pool = own_pool(&b, &admin, NAME, &setup).await?;
-        let outcome = async {
+        let task = (b.clone(), admin.clone());
+        // A task of its own, so that the role is reset whatever it does, a failed
+        // assertion included.
+        let outcome = tokio::spawn(async move {
+            let (b, admin) = task;
             // The timeout takes effect: an idle session of the role is ended.
             let DbPool::Postgres(p) = &pool else {
                 anyhow::bail!("not a PostgreSQL pool")
@@ -843,15 +847,18 @@ async fn an_idle_timeout_does_not_end_presence() -> anyhow::Result<()> {
                 "the presence connections changed"
             );
             assert!(guard.release().await?);
-            Ok(())
-        }
+            Ok::<_, anyhow::Error>(())
+        })
         .await;
         b.script(
             &admin,
             &format!("ALTER ROLE {NAME} RESET idle_session_timeout"),
         )
         .await?;
-        outcome?;
+        match outcome {
+            Ok(result) => result?,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
     }
     Ok(())
 }
