@@ -784,6 +784,96 @@ async fn a_takeover_while_both_presence_connections_are_gone_is_signalled() -> a
     Ok(())
 }
 
+/// A multi-lock records the marker on each of its keys as a lease does, only while a
+/// session holds it, and its keys are checked as leases are: with both of the handle's
+/// presence connections gone (and no way to open another), a multi-lock granted then
+/// records no marker, another owner takes the earlier multi-lock's keys at once, by a
+/// single acquisition and by a multi-lock of its own, and the holder's `lost()` fires.
+#[tokio::test]
+async fn a_multi_lock_records_and_loses_its_marker_as_a_lease_does() -> anyhow::Result<()> {
+    const NAME: &str = "sqlock_p_multi";
+    for b in common::servers("presence_multi").await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let pool = own_pool(&b, &admin, NAME, "").await?;
+        let holder = Locker::builder(pool.clone())
+            .table(&b.table)
+            .presence(true)
+            .ttl(Duration::from_secs(60))
+            .build()?;
+        let first = holder
+            .lock_many(&["m-a", "m-b"])
+            .try_acquire()
+            .await?
+            .with_context(|| format!("{}: the first multi-lock", b.dialect))?;
+        let m = support::recorded(&b, &admin, "m-a")
+            .await?
+            .with_context(|| format!("{}: the multi-lock records no marker", b.dialect))?;
+        assert_eq!(support::recorded(&b, &admin, "m-b").await?, Some(m.clone()));
+        let (h, w) = support::standby(&b, &admin, &m, who(&b, NAME)).await?;
+        warm(&pool).await?;
+        logins(&b, &admin, NAME, false).await?;
+        let outcome = async {
+            if let Some(w) = w {
+                support::end(&b, &admin, w).await?;
+            }
+            support::end(&b, &admin, h).await?;
+            assert!(
+                common::eventually(|| async {
+                    Ok(support::sessions(&b, &admin, &m, who(&b, NAME))
+                        .await?
+                        .0
+                        .is_none())
+                })
+                .await?,
+                "{}: the marker is still held",
+                b.dialect
+            );
+            let second = holder
+                .lock_many(&["m-c", "m-d"])
+                .try_acquire()
+                .await?
+                .with_context(|| format!("{}: the second multi-lock", b.dialect))?;
+            for key in ["m-c", "m-d"] {
+                assert_eq!(
+                    support::recorded(&b, &admin, key).await?,
+                    None,
+                    "{}: {key} recorded a marker no connection holds",
+                    b.dialect
+                );
+            }
+            let waiter = b.builder().await?.build()?;
+            let single = waiter.try_acquire("m-a").await?;
+            let single = single.with_context(|| format!("{}: m-a not taken", b.dialect))?;
+            let multi = waiter.lock_many(&["m-b", "m-e"]).try_acquire().await?;
+            let multi = multi.with_context(|| format!("{}: m-b not taken", b.dialect))?;
+            assert!(
+                waiter
+                    .lock_many(&["m-c", "m-f"])
+                    .try_acquire()
+                    .await?
+                    .is_none(),
+                "{}: a multi-lock that recorded no marker was taken",
+                b.dialect
+            );
+            let reason = tokio::time::timeout(Duration::from_secs(5), first.lost().wait())
+                .await
+                .with_context(|| format!("{}: no loss signalled within 5 s", b.dialect))?;
+            assert_eq!(reason, LostReason::PresenceLost, "{}", b.dialect);
+            assert!(!second.is_lost(), "{}", b.dialect);
+            assert!(single.release().await?);
+            assert!(multi.release().await?);
+            assert!(w.is_some(), "{}: no standby waited", b.dialect);
+            Ok::<_, anyhow::Error>(second)
+        }
+        .await;
+        logins(&b, &admin, NAME, true).await?;
+        assert!(outcome?.release().await?);
+        assert!(!first.release().await?, "{}", b.dialect);
+    }
+    Ok(())
+}
+
 /// An idle timeout shorter than a third of the TTL (PostgreSQL's
 /// `idle_session_timeout`, set for a role of the test's own) ends the holder's idle
 /// pooled connections, as it should, but not its presence connections: the marker
