@@ -40,8 +40,9 @@ use crate::keepers::watchdog::State;
 use crate::support::error::Error;
 
 /// The first pause after a presence connection could not be opened, or the leases
-/// could not be checked; doubled at each failure in a row, up to [`RETRY_MAX`].
-const RETRY_MIN: Duration = Duration::from_millis(20);
+/// could not be checked (after one retry at once); doubled at each failure in a row,
+/// up to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_millis(2);
 const RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// While no standby waits for the marker, how often the leases that record it are
@@ -377,8 +378,14 @@ impl Keeper {
                             "checking the leases that record a presence marker failed; \
                              trying again");
                     }
-                    let next = pause.map_or(RETRY_MIN, |p| (p * 2).min(RETRY_MAX));
-                    pause = Some(next);
+                    // At once the first time: the pooled connection it ran on may have
+                    // been ended with the presence connections, and the pool opens
+                    // another. Then after a pause, growing.
+                    pause = Some(match pause {
+                        None => Duration::ZERO,
+                        Some(p) if p.is_zero() => RETRY_MIN,
+                        Some(p) => (p * 2).min(RETRY_MAX),
+                    });
                 }
             }
         }
