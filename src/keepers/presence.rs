@@ -151,16 +151,16 @@ impl Presence {
     }
 
     /// The marker to record with a lease, and the epoch the lease is granted under,
-    /// read before the acquisition is sent. The first call takes the marker; the
-    /// others read it, without a round trip: the acquisition's own statement records
-    /// the marker only if it is held as it runs.
+    /// read before the acquisition is sent. The first call takes the marker and opens
+    /// the standby; the others read it, without a round trip: the acquisition's own
+    /// statement records the marker only if it is held as it runs.
     ///
     /// # Errors
     ///
     /// [`Error::PresenceUnavailable`] where presence cannot work (a Galera node, say);
     /// a database error, or a timed-out connection, when the first marker cannot be
-    /// taken: each wait is bounded by the pool's acquire timeout. Tried again at the
-    /// next call.
+    /// taken or its standby connection cannot be opened: each wait is bounded by the
+    /// pool's acquire timeout. Tried again at the next call.
     pub(crate) async fn ensure(&self) -> Result<(String, u64), Error> {
         if self.started.load(Ordering::Acquire) {
             return Ok(self.shared.current());
@@ -177,9 +177,15 @@ impl Presence {
             start.allowed = true;
         }
         if self.db.presence_on_connections() {
+            // Both connections, or no presence: a handle that cannot keep a standby
+            // cannot learn in time that its marker's connection ended.
             let mut holder = self.db.presence_connect().await?;
-            let marker = match self.db.presence_take(&mut holder, &self.owner).await {
-                Ok(marker) => marker,
+            let taken = match self.db.presence_take(&mut holder, &self.owner).await {
+                Ok(marker) => self.db.presence_connect().await.map(|s| (marker, s)),
+                Err(e) => Err(e),
+            };
+            let (marker, standby) = match taken {
+                Ok(taken) => taken,
                 Err(e) => {
                     holder.close();
                     return Err(e);
@@ -196,7 +202,7 @@ impl Presence {
                 shared: self.shared.clone(),
                 stop: self.stop.subscribe(),
             };
-            tokio::spawn(keeper.clone().keep(holder));
+            tokio::spawn(keeper.clone().keep(holder, standby));
             tokio::spawn(keeper.check());
         } else {
             #[cfg(feature = "sqlite")]
@@ -232,12 +238,12 @@ struct Keeper {
 }
 
 impl Keeper {
-    /// Holds the marker on `holder` and keeps a standby waiting for it, until the
-    /// handle goes; then says goodbye on both.
-    async fn keep(mut self, holder: Conn) {
+    /// Holds the marker on `holder` and keeps a standby waiting for it (`standby`
+    /// first), until the handle goes; then says goodbye on both.
+    async fn keep(mut self, holder: Conn, standby: Conn) {
         // Always Some but while being said goodbye to.
         let mut holder = Some(holder);
-        let mut standby: Option<Conn> = None;
+        let mut standby = Some(standby);
         let mut pause = RETRY_MIN;
         let mut failures = 0u32;
         loop {
@@ -297,8 +303,9 @@ impl Keeper {
                 Ok(true) => {
                     // The marker is the standby's now: the holder connection ended.
                     tracing::warn!(owner = %self.owner,
-                        "a presence connection ended; its standby holds the marker now, \
-                         and the leases that record it are checked");
+                        "the presence marker's connection ended; another connection of \
+                         the handle holds the marker now, and the leases that record it \
+                         are checked");
                     if let Some(conn) = holder.replace(waiting) {
                         conn.close();
                     }
