@@ -1,14 +1,21 @@
 //! Presence (`LockerBuilder::presence`): a holder process that dies frees its leases at
 //! once, by the marker its session held; one that is paused keeps them until their
-//! TTL; one without presence is never taken over; a holder whose presence session alone
-//! ended learns it by `lost()` with `PresenceLost`. On every backend: a SQLite file,
-//! PostgreSQL and MariaDB.
+//! TTL; one without presence is never taken over. On the servers: a killed presence
+//! connection, or an idle timeout, costs the holder nothing; a lease records only a
+//! marker held as it is granted; a takeover while both of a holder's presence
+//! connections are gone is signalled to it by `lost()` with `PresenceLost` at once. On
+//! every backend where it applies: a SQLite file, PostgreSQL and MariaDB. Restarts and
+//! server-wide timeouts are in `presence_faults.rs`.
 //!
 //! The holders are processes of this very test binary, started with
 //! `SQLOCK_PRESENCE_HOLDER` set, running `holder_process` alone: it takes the key and
 //! waits to be stopped or killed.
 
 mod common;
+mod presence_support;
+
+use presence_support as support;
+use presence_support::Who;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -16,7 +23,7 @@ use std::time::Duration;
 use anyhow::Context;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use sqlock::{Dialect, Error, LockInfo, Locker, LostReason};
+use sqlock::{DbPool, Dialect, Error, LockInfo, Locker, LostReason};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -86,7 +93,10 @@ async fn spawn_holder(
     ttl: Duration,
     presence: bool,
 ) -> anyhow::Result<(Child, i64, String)> {
-    let (child, token, owner, _) = spawn_holder_in(b, key, ttl, presence, None).await?;
+    let (child, token, owner, mut said) = spawn_holder_in(b, key, ttl, presence, None).await?;
+    // Read to the end: a holder whose output nobody reads would die of a broken pipe
+    // at its next line, and free its marker by itself.
+    tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
     Ok((child, token, owner))
 }
 
@@ -202,6 +212,16 @@ async fn a_killed_holders_key_is_taken_at_once() -> anyhow::Result<()> {
                 b.dialect
             );
             let before = info(&waiter, &key).await?;
+            if b.dialect != Dialect::Sqlite {
+                // Killed with both of its presence connections open: the holder's
+                // idle, the standby's waiting for the marker.
+                let admin = b.pool().await?;
+                let m = support::recorded(&b, &admin, &key)
+                    .await?
+                    .context("the lease records no marker")?;
+                let pid = child.id().context("the holder has exited")?;
+                support::watched(&b, &admin, &m, Who::Process(pid)).await?;
+            }
             signal(&child, Signal::SIGKILL)?;
             let killed = Instant::now();
             child.wait().await?;
@@ -403,59 +423,532 @@ async fn handles_with_and_without_presence_exclude_each_other() -> anyhow::Resul
     Ok(())
 }
 
-#[tokio::test]
-async fn a_lost_presence_session_is_signalled() -> anyhow::Result<()> {
-    for b in common::servers("presence_session").await {
-        b.fresh_table().await?;
-        let admin = b.pool().await?;
-        let name = "presence_kill";
-        let pool = common::kill::pool(
-            &b,
-            common::kill::Killable {
-                name,
-                max_connections: 4,
-                ping: false,
-                idle_timeout_s: None,
-            },
-        )
-        .await?;
-        let holder = Locker::builder(pool)
-            .table(&b.table)
-            .presence(true)
-            .ttl(Duration::from_secs(3))
-            .build()?;
-        let guard = holder.acquire("session").await?;
-        let waiter = b.builder().await?.build()?;
-        assert!(waiter.try_acquire("session").await?.is_none());
-        let killed = common::kill::kill(&b, &admin, name).await?;
-        assert!(
-            killed >= 2,
-            "{}: the pool's and the presence connection",
-            b.dialect
-        );
-        let mut lost = guard.lost();
-        let reason = tokio::time::timeout(DEADLINE, lost.wait()).await?;
-        assert_eq!(reason, LostReason::PresenceLost, "{}", b.dialect);
-        // Its marker is free: another owner may take the key before the TTL.
-        let next = waiter.try_acquire("session").await?;
-        let next = next.with_context(|| format!("{}: not taken over", b.dialect))?;
-        assert!(next.fencing_token() > guard.fencing_token());
-        // The holder's pooled connections were killed too: each fails one statement.
-        for _ in 0..8 {
-            if holder.lock_info("session").await.is_ok() {
-                break;
+/// A pool on PostgreSQL as a role of the test's own (a superuser, so that it may use
+/// the test's table), made able to log in, with `setup` run for it first (an `ALTER
+/// ROLE ... SET`, say); on MariaDB a pool of a user of the test's own.
+async fn own_pool(
+    b: &common::Backend,
+    admin: &sqlock::DbPool,
+    name: &'static str,
+    setup: &str,
+) -> anyhow::Result<sqlock::DbPool> {
+    match b.dialect {
+        Dialect::Postgres => {
+            b.script(
+                admin,
+                &format!(
+                    "DO $$ BEGIN CREATE ROLE {name} LOGIN SUPERUSER; \
+                     EXCEPTION WHEN duplicate_object THEN NULL; END $$; \
+                     ALTER ROLE {name} LOGIN; {setup}"
+                ),
+            )
+            .await?;
+            let url = b.url().replacen("postgres@", &format!("{name}@"), 1);
+            Ok(sqlx::postgres::PgPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(&url)
+                .await?
+                .into())
+        }
+        _ => {
+            let pool = common::kill::pool(
+                b,
+                common::kill::Killable {
+                    name,
+                    max_connections: 4,
+                    ping: true,
+                    idle_timeout_s: None,
+                },
+            )
+            .await?;
+            b.script(
+                admin,
+                &format!("ALTER USER '{name}'@'127.0.0.1' ACCOUNT UNLOCK"),
+            )
+            .await?;
+            Ok(pool)
+        }
+    }
+}
+
+/// Opens every connection `pool` may have (each taken while the others are held), and
+/// leaves them idle in it: a pool whose role may not log in any more goes on with
+/// those.
+async fn warm(pool: &sqlock::DbPool) -> anyhow::Result<()> {
+    match pool {
+        DbPool::Postgres(p) => {
+            let mut held = Vec::new();
+            while held.len() < p.options().get_max_connections() as usize {
+                held.push(p.acquire().await?);
             }
         }
+        DbPool::MySql(p) => {
+            let mut held = Vec::new();
+            while held.len() < p.options().get_max_connections() as usize {
+                held.push(p.acquire().await?);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Lets the role or user `name` open connections again, or not: its open ones live on.
+async fn logins(
+    b: &common::Backend,
+    admin: &sqlock::DbPool,
+    name: &str,
+    allowed: bool,
+) -> anyhow::Result<()> {
+    let sql = match (b.dialect, allowed) {
+        (Dialect::Postgres, true) => format!("ALTER ROLE {name} LOGIN"),
+        (Dialect::Postgres, false) => format!("ALTER ROLE {name} NOLOGIN"),
+        (_, true) => format!("ALTER USER '{name}'@'127.0.0.1' ACCOUNT UNLOCK"),
+        (_, false) => format!("ALTER USER '{name}'@'127.0.0.1' ACCOUNT LOCK"),
+    };
+    b.script(admin, &sql).await
+}
+
+/// Who holds the handle's marker on MariaDB: a user of the test's own.
+fn who(b: &common::Backend, name: &'static str) -> Who<'static> {
+    match b.dialect {
+        Dialect::Postgres => Who::Anyone,
+        _ => Who::User(name),
+    }
+}
+
+/// The connection that holds a handle's marker ends (killed by an operator, a proxy,
+/// a timeout): the handle's standby connection, which waits for the marker, has it in
+/// the same step, so that no other owner can ever find it free, and the leases that
+/// record it stay the holder's, with no loss signalled. The same when the standby's
+/// wait is interrupted, or the standby itself ends. Leases granted afterwards record
+/// the marker, held by the former standby.
+#[tokio::test]
+async fn a_killed_presence_connection_costs_nothing() -> anyhow::Result<()> {
+    const NAME: &str = "sqlock_p_handoff";
+    for b in common::servers("presence_handoff").await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let holder = Locker::builder(own_pool(&b, &admin, NAME, "").await?)
+            .table(&b.table)
+            .presence(true)
+            .ttl(Duration::from_secs(9))
+            .build()?;
+        let guard = holder.acquire("handoff").await?;
+        let token = guard.fencing_token();
+        let waiter = b.builder().await?.build()?;
+        let m = support::recorded(&b, &admin, "handoff")
+            .await?
+            .with_context(|| format!("{}: the lease records no marker", b.dialect))?;
+        let (mut h, standby) = support::standby(&b, &admin, &m, who(&b, NAME)).await?;
+        let mut w = standby.unwrap_or_default();
+        for round in 0..3 {
+            support::end(&b, &admin, h).await?;
+            // Until the handle has a standby again, the marker is the former
+            // standby's, and the key is never free for another owner.
+            let (next_h, next_w) = loop {
+                assert!(
+                    waiter.try_acquire("handoff").await?.is_none(),
+                    "{}: taken after the marker's connection was killed (round {round})",
+                    b.dialect
+                );
+                let (holder_now, waiters) =
+                    support::sessions(&b, &admin, &m, who(&b, NAME)).await?;
+                assert!(
+                    holder_now.is_some(),
+                    "{}: the marker was free after its connection was killed (round {round})",
+                    b.dialect
+                );
+                if let (Some(nh), [nw]) = (holder_now, &waiters[..]) {
+                    if nh != h && *nw != nh {
+                        break (nh, *nw);
+                    }
+                }
+            };
+            assert!(standby.is_some(), "{}: no standby waited", b.dialect);
+            assert_eq!(next_h, w, "{}: the standby took the marker", b.dialect);
+            assert!(!support::alive(&b, &admin, h).await?, "{}", b.dialect);
+            (h, w) = (next_h, next_w);
+        }
+        // A wait interrupted (a statement cancelled, not the session): nothing changes.
+        support::interrupt(&b, &admin, w).await?;
+        // The standby alone ends: the holder keeps the marker, another standby waits.
+        let (h2, _) = loop {
+            let now = support::sessions(&b, &admin, &m, who(&b, NAME)).await?;
+            assert_eq!(now.0, Some(h), "{}: the holder changed", b.dialect);
+            if let [nw] = now.1[..] {
+                break (h, nw);
+            }
+        };
+        let (_, w) = support::watched(&b, &admin, &m, who(&b, NAME)).await?;
+        support::end(&b, &admin, w).await?;
+        let (h3, _) = loop {
+            assert!(
+                waiter.try_acquire("handoff").await?.is_none(),
+                "{}",
+                b.dialect
+            );
+            let now = support::sessions(&b, &admin, &m, who(&b, NAME)).await?;
+            if let (Some(nh), [nw]) = (now.0, &now.1[..]) {
+                if *nw != w {
+                    break (nh, *nw);
+                }
+            }
+        };
+        assert_eq!(h3, h2, "{}: the holder changed", b.dialect);
+        assert!(!guard.is_lost(), "{}: a loss was signalled", b.dialect);
+        assert_eq!(info(&waiter, "handoff").await?.fencing_token, token);
+        // The leases that recorded the marker were checked, and found the holder's.
+        let renewed = holder.watchdog_stats().renewed;
         assert!(
-            !guard.release().await?,
-            "{}: the old lease released",
+            common::eventually(|| async { Ok(holder.watchdog_stats().renewed > renewed) }).await?,
+            "{}: the watchdog stopped renewing",
             b.dialect
         );
-        // The handle takes a new marker for its next lease.
+        assert!(!guard.is_lost(), "{}: a loss was signalled", b.dialect);
+        // A lease granted now records the marker, which the former standby holds.
+        let next = holder.acquire("handoff-next").await?;
+        assert_eq!(
+            support::recorded(&b, &admin, "handoff-next").await?,
+            Some(m.clone()),
+            "{}",
+            b.dialect
+        );
+        assert!(waiter.try_acquire("handoff-next").await?.is_none());
         assert!(next.release().await?);
-        let again = holder.acquire("session").await?;
-        assert!(waiter.try_acquire("session").await?.is_none());
-        assert!(again.release().await?);
+        assert!(guard.release().await?, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+/// The connection that holds a handle's marker ends, and the handle is granted another
+/// key at once: the lease records the marker only if a session holds it as it is
+/// granted, so that a marker it records is held (by the handle's standby, which took
+/// it over) and no other owner can take that lease. (A handle that trusted a session
+/// checked moments before recorded a marker nobody held, and lost that lease to the
+/// next acquirer.)
+#[tokio::test]
+async fn a_lease_records_only_a_marker_a_session_holds() -> anyhow::Result<()> {
+    for b in common::servers("presence_recorded").await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let holder = b
+            .builder()
+            .await?
+            .presence(true)
+            .ttl(Duration::from_millis(1500))
+            .build()?;
+        let first = holder.acquire("first").await?;
+        let m = support::recorded(&b, &admin, "first")
+            .await?
+            .with_context(|| format!("{}: the lease records no marker", b.dialect))?;
+        let (h, _) = support::sessions(&b, &admin, &m, Who::Anyone).await?;
+        support::end(&b, &admin, h.context("nobody holds the marker")?).await?;
+        let second = holder.acquire("second").await?;
+        if let Some(recorded) = support::recorded(&b, &admin, "second").await? {
+            assert!(
+                common::eventually(|| async {
+                    Ok(support::sessions(&b, &admin, &recorded, Who::Anyone)
+                        .await?
+                        .0
+                        .is_some())
+                })
+                .await?,
+                "{}: the lease recorded a marker nobody holds",
+                b.dialect
+            );
+        }
+        let waiter = b.builder().await?.build()?;
+        for _ in 0..20 {
+            assert!(
+                waiter.try_acquire("second").await?.is_none(),
+                "{}: the lease granted after the marker's connection ended was taken",
+                b.dialect
+            );
+        }
+        assert!(second.release().await?);
+        assert!(first.release().await?);
+    }
+    Ok(())
+}
+
+/// Both of a handle's presence connections end (the standby, then the holder), and
+/// the handle cannot connect again (its role or user may not log in): its marker is
+/// free. A lease the handle is granted then records no marker (a plain lease: no other
+/// owner can take it before its TTL). A lease that recorded the marker before may be
+/// taken by another owner at once, and the holder learns it from its own check of the
+/// leases that record a marker no standby watches, well within the bound printed (its
+/// watchdog alone would tell only at its next tick, 20 s later). Once the handle can
+/// connect again, it takes its marker back, and its leases record it again.
+#[tokio::test]
+async fn a_takeover_while_both_presence_connections_are_gone_is_signalled() -> anyhow::Result<()> {
+    const NAME: &str = "sqlock_p_ended";
+    for b in common::servers("presence_ended").await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let pool = own_pool(&b, &admin, NAME, "").await?;
+        let holder = Locker::builder(pool.clone())
+            .table(&b.table)
+            .presence(true)
+            .ttl(Duration::from_secs(60))
+            .build()?;
+        let first = holder.acquire("first").await?;
+        let mut lost = first.lost();
+        let m = support::recorded(&b, &admin, "first")
+            .await?
+            .with_context(|| format!("{}: the lease records no marker", b.dialect))?;
+        let (h, w) = support::standby(&b, &admin, &m, who(&b, NAME)).await?;
+        warm(&pool).await?;
+        logins(&b, &admin, NAME, false).await?;
+        let outcome = async {
+            if let Some(w) = w {
+                support::end(&b, &admin, w).await?;
+            }
+            support::end(&b, &admin, h).await?;
+            assert!(
+                common::eventually(|| async {
+                    Ok(support::sessions(&b, &admin, &m, who(&b, NAME))
+                        .await?
+                        .0
+                        .is_none())
+                })
+                .await?,
+                "{}: the marker is still held",
+                b.dialect
+            );
+            // Granted on the pool's open connection, after the marker's sessions ended:
+            // no marker recorded.
+            let second = holder
+                .try_acquire("second")
+                .await?
+                .with_context(|| format!("{}: the second key was not granted", b.dialect))?;
+            assert_eq!(
+                support::recorded(&b, &admin, "second").await?,
+                None,
+                "{}: a lease recorded a marker no connection holds",
+                b.dialect
+            );
+            // Another owner takes the first lease at once (its marker is free) ...
+            let waiter = b.builder().await?.build()?;
+            let taken = waiter
+                .try_acquire("first")
+                .await?
+                .with_context(|| format!("{}: a free marker's lease not taken", b.dialect))?;
+            let taken_at = Instant::now();
+            assert!(taken.fencing_token() > first.fencing_token());
+            // ... and never the second, a plain lease.
+            assert!(
+                waiter.try_acquire("second").await?.is_none(),
+                "{}",
+                b.dialect
+            );
+            // The holder learns of the takeover from its check, not at its next tick.
+            let reason = tokio::time::timeout(Duration::from_secs(5), lost.wait())
+                .await
+                .with_context(|| {
+                    format!("{}: the takeover was not signalled within 5 s", b.dialect)
+                })?;
+            println!(
+                "{}: a takeover while both presence connections were gone was signalled \
+                 {:?} after it (TTL 60 s, a watchdog tick every 20 s)",
+                b.dialect,
+                taken_at.elapsed()
+            );
+            assert_eq!(reason, LostReason::PresenceLost, "{}", b.dialect);
+            assert!(!second.is_lost(), "{}", b.dialect);
+            assert!(taken.release().await?);
+            assert!(w.is_some(), "{}: no standby waited", b.dialect);
+            Ok::<_, anyhow::Error>(second)
+        }
+        .await;
+        logins(&b, &admin, NAME, true).await?;
+        let second = outcome?;
+        // The handle takes its marker back, and records it again.
+        support::watched(&b, &admin, &m, who(&b, NAME)).await?;
+        let third = holder.acquire("third").await?;
+        assert_eq!(
+            support::recorded(&b, &admin, "third").await?,
+            Some(m.clone()),
+            "{}",
+            b.dialect
+        );
+        assert!(third.release().await?);
+        assert!(second.release().await?);
+        assert!(
+            !first.release().await?,
+            "{}: the taken lease released",
+            b.dialect
+        );
+    }
+    Ok(())
+}
+
+/// A multi-lock records the marker on each of its keys as a lease does, only while a
+/// session holds it, and its keys are checked as leases are: with both of the handle's
+/// presence connections gone (and no way to open another), a multi-lock granted then
+/// records no marker, another owner takes the earlier multi-lock's keys at once, by a
+/// single acquisition and by a multi-lock of its own, and the holder's `lost()` fires.
+#[tokio::test]
+async fn a_multi_lock_records_and_loses_its_marker_as_a_lease_does() -> anyhow::Result<()> {
+    const NAME: &str = "sqlock_p_multi";
+    for b in common::servers("presence_multi").await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let pool = own_pool(&b, &admin, NAME, "").await?;
+        let holder = Locker::builder(pool.clone())
+            .table(&b.table)
+            .presence(true)
+            .ttl(Duration::from_secs(60))
+            .build()?;
+        let first = holder
+            .lock_many(&["m-a", "m-b"])
+            .try_acquire()
+            .await?
+            .with_context(|| format!("{}: the first multi-lock", b.dialect))?;
+        let m = support::recorded(&b, &admin, "m-a")
+            .await?
+            .with_context(|| format!("{}: the multi-lock records no marker", b.dialect))?;
+        assert_eq!(support::recorded(&b, &admin, "m-b").await?, Some(m.clone()));
+        let (h, w) = support::standby(&b, &admin, &m, who(&b, NAME)).await?;
+        warm(&pool).await?;
+        logins(&b, &admin, NAME, false).await?;
+        let outcome = async {
+            if let Some(w) = w {
+                support::end(&b, &admin, w).await?;
+            }
+            support::end(&b, &admin, h).await?;
+            assert!(
+                common::eventually(|| async {
+                    Ok(support::sessions(&b, &admin, &m, who(&b, NAME))
+                        .await?
+                        .0
+                        .is_none())
+                })
+                .await?,
+                "{}: the marker is still held",
+                b.dialect
+            );
+            let second = holder
+                .lock_many(&["m-c", "m-d"])
+                .try_acquire()
+                .await?
+                .with_context(|| format!("{}: the second multi-lock", b.dialect))?;
+            for key in ["m-c", "m-d"] {
+                assert_eq!(
+                    support::recorded(&b, &admin, key).await?,
+                    None,
+                    "{}: {key} recorded a marker no connection holds",
+                    b.dialect
+                );
+            }
+            let waiter = b.builder().await?.build()?;
+            let single = waiter.try_acquire("m-a").await?;
+            let single = single.with_context(|| format!("{}: m-a not taken", b.dialect))?;
+            let multi = waiter.lock_many(&["m-b", "m-e"]).try_acquire().await?;
+            let multi = multi.with_context(|| format!("{}: m-b not taken", b.dialect))?;
+            assert!(
+                waiter
+                    .lock_many(&["m-c", "m-f"])
+                    .try_acquire()
+                    .await?
+                    .is_none(),
+                "{}: a multi-lock that recorded no marker was taken",
+                b.dialect
+            );
+            let reason = tokio::time::timeout(Duration::from_secs(5), first.lost().wait())
+                .await
+                .with_context(|| format!("{}: no loss signalled within 5 s", b.dialect))?;
+            assert_eq!(reason, LostReason::PresenceLost, "{}", b.dialect);
+            assert!(!second.is_lost(), "{}", b.dialect);
+            assert!(single.release().await?);
+            assert!(multi.release().await?);
+            assert!(w.is_some(), "{}: no standby waited", b.dialect);
+            Ok::<_, anyhow::Error>(second)
+        }
+        .await;
+        logins(&b, &admin, NAME, true).await?;
+        assert!(outcome?.release().await?);
+        assert!(!first.release().await?, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+/// An idle timeout shorter than a third of the TTL (PostgreSQL's
+/// `idle_session_timeout`, set for a role of the test's own) ends the holder's idle
+/// pooled connections, as it should, but not its presence connections: the marker
+/// stays with the same session, nobody takes the lease, and no loss is signalled, over
+/// four timeouts. MariaDB's `wait_timeout` is tested on the fault instance
+/// (`tests/presence_faults.rs`): a test cannot set it for a user.
+#[tokio::test]
+async fn an_idle_timeout_does_not_end_presence() -> anyhow::Result<()> {
+    const NAME: &str = "sqlock_p_idle";
+    for b in common::backends_of("presence_idle", &[Dialect::Postgres]).await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let setup = format!("ALTER ROLE {NAME} SET idle_session_timeout = '1s'");
+        let pool = own_pool(&b, &admin, NAME, &setup).await?;
+        let task = (b.clone(), admin.clone());
+        // A task of its own, so that the role is reset whatever it does, a failed
+        // assertion included.
+        let outcome = tokio::spawn(async move {
+            let (b, admin) = task;
+            // The timeout takes effect: an idle session of the role is ended.
+            let DbPool::Postgres(p) = &pool else {
+                anyhow::bail!("not a PostgreSQL pool")
+            };
+            let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                .fetch_one(p)
+                .await?;
+            assert!(
+                common::eventually(|| async {
+                    Ok(!support::alive(&b, &admin, i64::from(pid)).await?)
+                })
+                .await?,
+                "idle_session_timeout never ended an idle session"
+            );
+            let holder = Locker::builder(pool.clone())
+                .table(&b.table)
+                .presence(true)
+                .ttl(Duration::from_secs(9))
+                .build()?;
+            let guard = holder.acquire("idle").await?;
+            let m = support::recorded(&b, &admin, "idle")
+                .await?
+                .context("the lease records no marker")?;
+            let (h, _) = support::sessions(&b, &admin, &m, Who::Anyone).await?;
+            let h = h.context("nobody holds the marker")?;
+            let waiter = b.builder().await?.build()?;
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(4) {
+                assert!(
+                    waiter.try_acquire("idle").await?.is_none(),
+                    "taken {:?} after the grant, while its holder ran",
+                    started.elapsed()
+                );
+                assert!(!guard.is_lost(), "a loss was signalled");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let (_, w) = support::standby(&b, &admin, &m, Who::Anyone).await?;
+            let w = w.context("no standby waited")?;
+            assert_eq!(
+                support::sessions(&b, &admin, &m, Who::Anyone).await?,
+                (Some(h), vec![w]),
+                "the presence connections changed"
+            );
+            assert!(guard.release().await?);
+            Ok::<_, anyhow::Error>(())
+        })
+        .await;
+        b.script(
+            &admin,
+            &format!("ALTER ROLE {NAME} RESET idle_session_timeout"),
+        )
+        .await?;
+        match outcome {
+            Ok(result) => result?,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
     }
     Ok(())
 }

@@ -34,14 +34,25 @@
 -- use fails the statement as a locked row does.
 --
 -- Presence (LockerBuilder::presence): :presence is the name of the acquiring handle's
--- presence marker, a GET_LOCK it holds on a connection of its own ('' for none),
--- recorded with the lease. A live lease of another owner is taken too when its row
--- records a marker that no connection holds any more (IS_USED_LOCK is NULL): the
--- holder's process died and the server ended its connection. A handle takes each name
--- once, so a name once free stays free. The test is made once, in the first
+-- presence marker, a GET_LOCK it keeps on a connection of its own ('' for none),
+-- 'sqlock:<server_id>:<owner>'. The lease records it only when a connection holds it
+-- as the statement runs (IS_USED_LOCK is not NULL; only the handle's own connections
+-- ever take it): a marker whose connection ended is never recorded, and the lease is
+-- then a plain one. The marked column says whether it was recorded.
+-- A live lease of another owner is taken too when its row records a marker that no
+-- connection holds any more (IS_USED_LOCK is NULL: the holder's process died and the
+-- server ended its connections), and only on the server lifetime that recorded it: the
+-- marker names this server (@@server_id: a promoted replica has an id of its own) and
+-- the lease was taken after this server started (UTC_TIMESTAMP less Uptime, which is
+-- whole seconds: a start up to a second earlier than the truth, so a lease of the
+-- first second of a lifetime is never trusted, and one of a lifetime before never).
+-- A restarted server holds no name of before its start, which says nothing of their
+-- holders. MariaDB evaluates AND from left to right and stops at the first false, so
+-- Uptime is read only for a free marker. The test is made once, in the first
 -- assignment, and kept in @sqlock_gone for the others, so that every assignment of the
--- statement sees the same answer. Such a takeover is a new grant: a new token, one
--- hold. A for-update row is never taken this way.
+-- statement sees the same answer. The row is locked meanwhile: a holder that takes its
+-- marker back afterwards and renews finds the lease taken. Such a takeover is a new
+-- grant: a new token, one hold. A for-update row is never taken this way.
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 INSERT INTO `{table}`
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
@@ -50,14 +61,19 @@ INSERT INTO `{table}`
 -- earlier grant of the key has committed (see the migration).
 SELECT :key, :owner, :strategy, TRUE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), :ttl_us,
        UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND,
-       1, NEXTVAL(`{table}_fence_seq`), NULLIF(:presence, '')
+       1, NEXTVAL(`{table}_fence_seq`),
+       IF(IS_USED_LOCK(NULLIF(:presence, '')) IS NULL, NULL, :presence)
 FROM `{table}_fence`
 WHERE bucket = CRC32(:key) % 1024
 FOR UPDATE SKIP LOCKED
 ON DUPLICATE KEY UPDATE
     fencing_token = IF((@sqlock_gone := (presence_key IS NOT NULL
             AND lock_owner <> VALUES(lock_owner) AND lock_strategy <> 'for-update'
-            AND IS_USED_LOCK(presence_key) IS NULL))
+            AND IS_USED_LOCK(presence_key) IS NULL
+            AND SUBSTRING_INDEX(SUBSTRING_INDEX(presence_key, ':', 2), ':', -1)
+                = CAST(@@server_id AS CHAR)
+            AND acquired_at > UTC_TIMESTAMP(6) - INTERVAL (SELECT VARIABLE_VALUE
+                FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'UPTIME') SECOND))
         OR NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
             AND hold_count > 0),
@@ -106,4 +122,5 @@ RETURNING
     fencing_token,
     TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) AS expires_us,
     hold_count,
-    lock_strategy
+    lock_strategy,
+    CAST(presence_key IS NOT NULL AS SIGNED) AS marked

@@ -1,8 +1,10 @@
 -- A multi-lock's attempt: every key of :keys (a JSON array of distinct keys, sorted)
 -- taken as a lease for :owner, all or none, in one statement. Each key is taken as
 -- lease_acquire.sql takes one (free, expired, already ours with the same strategy and
--- a hold, or a dead presence holder's), with the same token rules and the same order
--- of assignments (see there for why each comes where it does).
+-- a hold, or a dead presence holder's of this server's lifetime), with the same token
+-- rules and the same order of assignments (see there for why each comes where it
+-- does), and records the handle's presence marker as it does: only while a
+-- connection holds it; marked says whether it did.
 --
 -- All or none:
 -- - The keys' fence buckets are locked first (FOR UPDATE), as a single acquisition
@@ -31,7 +33,8 @@ INSERT INTO `{table}`
      expires_at, hold_count, fencing_token, presence_key)
 SELECT k.k, :owner, :strategy, TRUE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), :ttl_us,
        UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND,
-       1, NEXTVAL(`{table}_fence_seq`), NULLIF(:presence, '')
+       1, NEXTVAL(`{table}_fence_seq`),
+       IF(IS_USED_LOCK(NULLIF(:presence, '')) IS NULL, NULL, :presence)
 FROM JSON_TABLE(:keys, '$[*]' COLUMNS (
          k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$')) AS k
     STRAIGHT_JOIN `{table}_fence` AS f ON f.bucket = CRC32(k.k) % 1024
@@ -46,13 +49,22 @@ WHERE NOT EXISTS (
                    AND b.hold_count > 0)
           AND NOT (b.presence_key IS NOT NULL AND b.lock_owner <> :owner
                    AND b.lock_strategy <> 'for-update'
-                   AND IS_USED_LOCK(b.presence_key) IS NULL))
+                   AND IS_USED_LOCK(b.presence_key) IS NULL
+                   AND SUBSTRING_INDEX(SUBSTRING_INDEX(b.presence_key, ':', 2), ':', -1)
+                       = CAST(@@server_id AS CHAR)
+                   AND b.acquired_at > UTC_TIMESTAMP(6) - INTERVAL (SELECT VARIABLE_VALUE
+                       FROM information_schema.SESSION_STATUS
+                       WHERE VARIABLE_NAME = 'UPTIME') SECOND))
 ORDER BY k.k
 FOR UPDATE
 ON DUPLICATE KEY UPDATE
     fencing_token = IF((@sqlock_gone := (presence_key IS NOT NULL
             AND lock_owner <> VALUES(lock_owner) AND lock_strategy <> 'for-update'
-            AND IS_USED_LOCK(presence_key) IS NULL))
+            AND IS_USED_LOCK(presence_key) IS NULL
+            AND SUBSTRING_INDEX(SUBSTRING_INDEX(presence_key, ':', 2), ':', -1)
+                = CAST(@@server_id AS CHAR)
+            AND acquired_at > UTC_TIMESTAMP(6) - INTERVAL (SELECT VARIABLE_VALUE
+                FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'UPTIME') SECOND))
         OR NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
             AND hold_count > 0),
@@ -101,4 +113,5 @@ RETURNING
     fencing_token,
     TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) AS expires_us,
     hold_count,
-    lock_strategy
+    lock_strategy,
+    CAST(presence_key IS NOT NULL AS SIGNED) AS marked

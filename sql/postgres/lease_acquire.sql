@@ -21,13 +21,25 @@
 -- backup whose sequence lags, a row written by hand).
 --
 -- Presence (LockerBuilder::presence): :presence is the key of the acquiring handle's
--- presence marker, a session advisory lock it holds on a connection of its own (''
--- for none), recorded with the lease. A live lease of another owner is taken too when
--- its row records a marker and no session holds that marker any more: the holder's
--- process died and the server ended its session. pg_try_advisory_xact_lock succeeds
--- only then, and keeps the marker until this statement commits, so the holder cannot
--- take it back meanwhile. Such a takeover is a new grant: a new token, one hold. A
--- for-update row is never taken this way (its holder keeps the key's gate anyway).
+-- presence marker, a session advisory lock (first key 1936813168) it keeps on a
+-- connection of its own ('' for none). The lease records the marker only when a
+-- session holds it as the statement runs (pg_try_advisory_xact_lock_shared fails):
+-- a marker whose session ended is never recorded, and the lease is then a plain one.
+-- The shared form lets two acquisitions of one handle try it at once without either
+-- mistaking the other's try for a holder. What is recorded is the marker's key in the
+-- low 32 bits and, in the high 32, a stamp of this server's lifetime (the low 32 bits
+-- of pg_postmaster_start_time() in microseconds): a restarted server, or a promoted
+-- standby, has another, and a marker recorded before it is never trusted (no session
+-- of the new lifetime holds it, which says nothing of its holder). The marked column
+-- says whether the marker was recorded.
+-- A live lease of another owner is taken too when its row records a marker stamped
+-- with this lifetime and no session holds that marker any more: the holder's process
+-- died and the server ended its sessions. pg_try_advisory_xact_lock succeeds only
+-- then, and keeps the marker until this statement commits, so the holder cannot take
+-- it back meanwhile (a holder that takes it back afterwards finds the lease taken).
+-- CASE keeps the order: the lock is tried only for a stamp of this lifetime. Such a
+-- takeover is a new grant: a new token, one hold. A for-update row is never taken
+-- this way (its holder keeps the key's gate anyway).
 WITH gate AS MATERIALIZED (
     SELECT pg_try_advisory_xact_lock(hashtextextended(:key, hashtext('{table}'))) AS open
 ), taken AS (
@@ -36,7 +48,14 @@ INSERT INTO "{table}" AS l
      expires_at, hold_count, fencing_token, presence_key)
 SELECT :key, :owner, :strategy, TRUE, statement_timestamp(), statement_timestamp(), :ttl_us,
        statement_timestamp() + :ttl_us * INTERVAL '1 microsecond',
-       1, nextval('"{table}_fence_seq"'), CAST(NULLIF(:presence, '') AS BIGINT)
+       1, nextval('"{table}_fence_seq"'),
+       CASE WHEN NULLIF(:presence, '') IS NULL THEN NULL
+            WHEN pg_try_advisory_xact_lock_shared(1936813168,
+                                                  CAST(NULLIF(:presence, '') AS INTEGER))
+            THEN NULL
+            ELSE ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
+                   & 4294967295) << 32)
+                 | CAST(NULLIF(:presence, '') AS BIGINT) END
 FROM gate
 WHERE gate.open
 ON CONFLICT (lock_key) DO UPDATE SET
@@ -69,14 +88,20 @@ WHERE NOT l.locked
    OR (l.presence_key IS NOT NULL
        AND l.lock_owner <> EXCLUDED.lock_owner
        AND l.lock_strategy <> 'for-update'
-       AND pg_try_advisory_xact_lock(1936813168, CAST(l.presence_key AS INTEGER)))
+       AND CASE WHEN (l.presence_key & -4294967296)
+                     = ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
+                         & 4294967295) << 32)
+                THEN pg_try_advisory_xact_lock(1936813168,
+                                               CAST(l.presence_key & 2147483647 AS INTEGER))
+                ELSE FALSE END)
 RETURNING
     l.lock_owner,
     l.fencing_token,
     (extract(epoch FROM l.expires_at) * 1000000)::BIGINT AS expires_us,
     l.hold_count,
-    l.lock_strategy
+    l.lock_strategy,
+    CAST(CASE WHEN l.presence_key IS NULL THEN 0 ELSE 1 END AS BIGINT) AS marked
 )
-SELECT lock_owner, fencing_token, expires_us, hold_count, lock_strategy FROM taken
+SELECT lock_owner, fencing_token, expires_us, hold_count, lock_strategy, marked FROM taken
 UNION ALL
-SELECT '', 0, 0, 0, '' FROM gate WHERE NOT gate.open
+SELECT '', 0, 0, 0, '', 0 FROM gate WHERE NOT gate.open

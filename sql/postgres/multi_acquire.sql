@@ -1,7 +1,9 @@
 -- A multi-lock's attempt: every key of :keys (a JSON array of distinct keys, sorted)
 -- taken as a lease for :owner, all or none, in one statement. Each key is taken as
 -- lease_acquire.sql takes one (free, expired, already ours with the same strategy and
--- a hold, or a dead presence holder's), with the same token rules.
+-- a hold, or a dead presence holder's of this server's lifetime), with the same token
+-- rules, and records the handle's presence marker as it does: only while a session
+-- holds it, stamped with the server's lifetime; marked says whether it did.
 --
 -- All or none, in three steps of one statement:
 -- 1. the gates: every key's transaction-scoped advisory lock, tried without waiting
@@ -31,14 +33,26 @@ WITH keys AS MATERIALIZED (
       AND NOT (l.presence_key IS NOT NULL
                AND l.lock_owner <> :owner
                AND l.lock_strategy <> 'for-update'
-               AND pg_try_advisory_xact_lock(1936813168, CAST(l.presence_key AS INTEGER)))
+               AND CASE WHEN (l.presence_key & -4294967296)
+                             = ((CAST(extract(epoch FROM pg_postmaster_start_time())
+                                      * 1000000 AS BIGINT) & 4294967295) << 32)
+                        THEN pg_try_advisory_xact_lock(1936813168,
+                                 CAST(l.presence_key & 2147483647 AS INTEGER))
+                        ELSE FALSE END)
 ), taken AS (
 INSERT INTO "{table}" AS l
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
      expires_at, hold_count, fencing_token, presence_key)
 SELECT keys.k, :owner, :strategy, TRUE, statement_timestamp(), statement_timestamp(), :ttl_us,
        statement_timestamp() + :ttl_us * INTERVAL '1 microsecond',
-       1, nextval('"{table}_fence_seq"'), CAST(NULLIF(:presence, '') AS BIGINT)
+       1, nextval('"{table}_fence_seq"'),
+       CASE WHEN NULLIF(:presence, '') IS NULL THEN NULL
+            WHEN pg_try_advisory_xact_lock_shared(1936813168,
+                                                  CAST(NULLIF(:presence, '') AS INTEGER))
+            THEN NULL
+            ELSE ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
+                   & 4294967295) << 32)
+                 | CAST(NULLIF(:presence, '') AS BIGINT) END
 FROM keys, gate, busy
 WHERE gate.open AND busy.n = 0
 ORDER BY keys.k
@@ -72,20 +86,27 @@ WHERE NOT l.locked
    OR (l.presence_key IS NOT NULL
        AND l.lock_owner <> EXCLUDED.lock_owner
        AND l.lock_strategy <> 'for-update'
-       AND pg_try_advisory_xact_lock(1936813168, CAST(l.presence_key AS INTEGER)))
+       AND CASE WHEN (l.presence_key & -4294967296)
+                     = ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
+                         & 4294967295) << 32)
+                THEN pg_try_advisory_xact_lock(1936813168,
+                                               CAST(l.presence_key & 2147483647 AS INTEGER))
+                ELSE FALSE END)
 RETURNING
     l.lock_key,
     l.lock_owner,
     l.fencing_token,
     (extract(epoch FROM l.expires_at) * 1000000)::BIGINT AS expires_us,
     l.hold_count,
-    l.lock_strategy
+    l.lock_strategy,
+    CAST(CASE WHEN l.presence_key IS NULL THEN 0 ELSE 1 END AS BIGINT) AS marked
 )
 SELECT lock_key, lock_owner, fencing_token, expires_us,
        hold_count + CAST(CASE WHEN (SELECT count(*) FROM taken) = (SELECT count(*) FROM keys)
                               THEN '0' ELSE 'sqlock: a multi-lock took only part of its keys'
                          END AS INTEGER) AS hold_count,
-       lock_strategy
+       lock_strategy,
+       marked
 FROM taken
 UNION ALL
-SELECT '', '', 0, 0, 0, '' FROM gate WHERE NOT gate.open
+SELECT '', '', 0, 0, 0, '', 0 FROM gate WHERE NOT gate.open

@@ -149,24 +149,36 @@ impl LockerBuilder {
     /// its connection anyway).
     ///
     /// With it on, the handle keeps a **presence marker** for as long as it lives: a
-    /// session advisory lock on PostgreSQL, a `GET_LOCK` name on MariaDB, each held by
-    /// a connection of the handle's own (opened with the pool's connect options,
-    /// outside the pool, at the first acquisition), and on SQLite a file lock on a
-    /// file in a folder beside the database (`<file>-sqlock-presence/`). Its leases
-    /// record the marker. When the holder's process dies, the server sees its
-    /// connection close (the operating system, its file) and frees the marker; an
-    /// acquisition by any handle then takes the lease at once, checked in the same
-    /// statement, as a new grant with a higher fencing token. The old holder's fenced
-    /// writes, renewals, releases and extensions are refused as after a lapse.
+    /// session advisory lock on PostgreSQL, a `GET_LOCK` name on MariaDB, and on SQLite
+    /// a file lock on a file in a folder beside the database
+    /// (`<file>-sqlock-presence/`). Its leases record the marker. When the holder's
+    /// process dies, the server sees its connections close (the operating system, its
+    /// file) and frees the marker; an acquisition by any handle then takes the lease
+    /// at once, checked in the same statement, as a new grant with a higher fencing
+    /// token. The old holder's fenced writes, renewals, releases and extensions are
+    /// refused as after a lapse.
+    ///
+    /// On the servers the handle keeps two connections of its own for the marker,
+    /// opened at the first acquisition with the pool's connect options, outside the
+    /// pool, and exempt, for their sessions, from the server's idle, statement, lock
+    /// and transaction timeouts: one holds the marker and idles, the other waits for
+    /// it. When the holding connection ends (killed by an operator, a proxy, a
+    /// timeout), the server hands the marker to the waiting one in the same step: no
+    /// lease can be taken over, nothing is lost, and the handle opens another waiting
+    /// connection. A lease records the marker only if a session holds it as the lease
+    /// is granted, and a marker is trusted for a takeover only on the server lifetime
+    /// that recorded it: a restart or a failover shorter than the TTL costs a holder
+    /// with presence nothing, as it costs one without.
     ///
     /// A holder that is paused, or cut off from the server, keeps its marker until the
-    /// server sees its connection close (TCP keepalive settings bound that), so lease
-    /// semantics hold as before. A holder whose presence connection *alone* ended
-    /// (killed on the server, say) may lose its leases before their TTL: its
-    /// watchdog checks the marker at each tick and fires `lost()` with
-    /// [`LostReason::PresenceLost`](crate::LostReason::PresenceLost), up to one tick
-    /// late. Fence the holder's writes. Each handle with presence (each
-    /// [`Locker::new_handle`] too) holds one connection of its own.
+    /// server sees its connections close (TCP keepalive settings bound that), so lease
+    /// semantics hold as before. Only when both of its presence connections end before
+    /// it can open another may another owner take its leases early; it then learns it
+    /// by `lost()` with [`LostReason::PresenceLost`](crate::LostReason::PresenceLost)
+    /// as soon as it takes its marker back (one connection set-up and a round trip),
+    /// or within 25 ms while it cannot. Fence the holder's writes. Each handle with
+    /// presence (each [`Locker::new_handle`] too) holds two connections of its own on
+    /// the servers.
     ///
     /// Off by default because it cannot work everywhere: behind a transaction-pooling
     /// proxy no session lasts; on a Galera cluster a `GET_LOCK` name is held on one
@@ -178,8 +190,8 @@ impl LockerBuilder {
     /// [`build`](Self::build) refuses it with [`Error::PresenceUnavailable`] together
     /// with [`transaction_pooling`](Self::transaction_pooling) and on an in-memory SQLite
     /// database; the first acquisition answers it on a Galera node, and answers a
-    /// database error when the marker's connection cannot be opened (bounded by the
-    /// pool's acquire timeout).
+    /// database error when the marker's connection cannot be opened or exempted from
+    /// the server's timeouts (bounded by the pool's acquire timeout).
     ///
     /// # Examples
     ///

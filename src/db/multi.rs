@@ -52,7 +52,7 @@ pub(crate) async fn acquire<B: Backend>(b: &B, all: &AcquireAll<'_>) -> Result<T
             expires_us: B::Db::int(r, 3)?,
             hold_count: B::Db::int32(r, 4)?,
             strategy: B::Db::text(r, 5)?,
-            presence: None,
+            presence: super::runner::marked::<B::Db>(r, 6)?,
         };
         by_key.insert(key, grant);
     }

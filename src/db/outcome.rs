@@ -48,8 +48,9 @@ pub(crate) struct Grant {
     pub(crate) hold_count: i32,
     /// The strategy the row is held with.
     pub(crate) strategy: String,
-    /// Which presence session of the handle the lease claims, when it claims one
-    /// (set by the strategy, not by the statement).
+    /// Whether the lease recorded the handle's presence marker (`Some`: the statement
+    /// found it held as it ran), and the epoch of the handle's presence it was granted
+    /// under (put in by the strategy; the statement answers `Some(0)`).
     pub(crate) presence: Option<u64>,
 }
 

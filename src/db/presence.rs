@@ -1,22 +1,32 @@
 //! Presence markers: what a handle holds, for as long as its process lives, to tell
 //! the others that its leases are not orphaned (see `LockerBuilder::presence`).
 //!
-//! On PostgreSQL a marker is a session advisory lock, on MariaDB a `GET_LOCK` name,
-//! each held by a connection the handle keeps for it alone (opened with the pool's
-//! connect options, outside the pool): when the process dies the server ends the
-//! connection and the marker is free. On SQLite it is a file lock on a file named
-//! for the owner, in a folder beside the database file: the operating system frees it
-//! when the process dies. An acquisition may take a live lease whose owner's marker is
-//! free: inside its statement on the servers, through [`gone_owner`] on SQLite.
+//! On PostgreSQL a marker is a session advisory lock, on MariaDB a `GET_LOCK` name.
+//! A handle keeps two connections of its own for it (opened with the pool's connect
+//! options, outside the pool, exempt from the server's idle and statement timeouts):
+//! one holds the marker and idles, so that the server sees a dead process's socket
+//! close at once and frees the marker; the other waits for the marker, so that the
+//! moment the holder connection ends (killed, timed out, dropped by a proxy) the
+//! server hands the marker to it in the same step, and the handle learns of it within
+//! a round trip (`keepers/presence.rs` runs them). On SQLite a marker is a file lock
+//! on a file named for the owner, in a folder beside the database file: the operating
+//! system frees it when the process dies. An acquisition may take a live lease whose
+//! owner's marker is free: inside its statement on the servers, through
+//! [`gone_owner`] on SQLite.
 
 use crate::support::error::Error;
 #[cfg(feature = "sqlite")]
 use std::path::{Path, PathBuf};
 
-use super::backend::{sql, Backend};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use super::backend::sql;
+use super::backend::Backend;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 use super::runner::{On, Runner};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 use super::statement::{Mode, Statement, Target};
-use super::values::Marker;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use super::values::{Marker, Nothing};
 use super::Db;
 
 /// How many random marker keys a PostgreSQL handle draws before it gives up: one is
@@ -24,91 +34,65 @@ use super::Db;
 #[cfg(feature = "postgres")]
 const DRAWS: u32 = 8;
 
-/// A handle's presence: the connection (or file) that holds its marker.
+#[cfg(feature = "postgres")]
+const PG: super::Dialect = super::Dialect::Postgres;
+#[cfg(feature = "mysql")]
+const MY: super::Dialect = super::Dialect::MySql;
+
+/// A connection of a handle's presence, exempt from the server's timeouts.
 #[derive(Debug)]
-pub(crate) enum Session {
+pub(crate) enum Conn {
     #[cfg(feature = "postgres")]
-    Postgres {
-        conn: sqlx::PgConnection,
-        key: String,
-        check: Statement<Marker<'static>>,
-    },
+    Postgres(sqlx::PgConnection),
     #[cfg(feature = "mysql")]
     MySql {
         conn: sqlx::MySqlConnection,
-        name: String,
-        check: Statement<Marker<'static>>,
+        /// The `server_id` of the server it reached, which the marker's name carries.
+        server: i64,
     },
-    #[cfg(feature = "sqlite")]
-    Sqlite { file: std::fs::File, path: PathBuf },
 }
 
-impl Session {
-    /// What the acquisition records with a lease: the marker's key (PostgreSQL) or
-    /// name (MariaDB); nothing on SQLite, where the marker file is found by owner.
-    pub(crate) fn key(&self) -> &str {
-        match self {
-            #[cfg(feature = "postgres")]
-            Self::Postgres { key, .. } => key,
-            #[cfg(feature = "mysql")]
-            Self::MySql { name, .. } => name,
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite { .. } => "",
-        }
-    }
-
-    /// Whether this very session still holds its marker. An error means the session
-    /// is gone.
-    pub(crate) async fn holds(&mut self) -> Result<bool, sqlx::Error> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Self::Postgres { conn, key, check } => {
-                let rows = sqlx::Postgres::rows(On::Conn(conn), check, &Marker(key)).await?;
-                Ok(match rows.first() {
-                    Some(row) => sqlx::Postgres::int(row, 0)? > 0,
-                    None => false,
-                })
-            }
-            #[cfg(feature = "mysql")]
-            Self::MySql { conn, name, check } => {
-                let rows = sqlx::MySql::rows(On::Conn(conn), check, &Marker(name)).await?;
-                Ok(match rows.first() {
-                    Some(row) => sqlx::MySql::int(row, 0)? == 1,
-                    None => false,
-                })
-            }
-            // The lock lives with the open file, which lives with the handle.
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite { .. } => Ok(true),
-        }
-    }
-
-    /// Ends the session and frees the marker without blocking: the connection is
-    /// closed politely on the current runtime, or just dropped (the server frees the
-    /// marker when it sees the socket close); the marker file is removed and unlocked.
+impl Conn {
+    /// Ends the connection without blocking: closed politely on the current runtime,
+    /// or just dropped (the server frees what it held when it sees the socket close).
     pub(crate) fn close(self) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(self.close_now());
+        }
+    }
+
+    /// Ends the connection politely, whatever its state.
+    pub(crate) async fn close_now(self) {
+        use sqlx::Connection as _;
         match self {
             #[cfg(feature = "postgres")]
-            Self::Postgres { conn, .. } => close_conn(conn),
+            Self::Postgres(conn) => {
+                let _ = conn.close().await;
+            }
             #[cfg(feature = "mysql")]
-            Self::MySql { conn, .. } => close_conn(conn),
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite { file, path } => {
-                // Removed while locked: nobody can mistake it for a dead owner's
-                // marker in between. Whatever fails here, the lock goes with the file.
-                let _ = std::fs::remove_file(&path);
-                drop(file);
+            Self::MySql { conn, .. } => {
+                let _ = conn.close().await;
             }
         }
     }
 }
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-fn close_conn<C: sqlx::Connection + 'static>(conn: C) {
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(async move {
-            let _ = conn.close().await;
-        });
+/// SQLite's marker: a locked file named for the owner.
+#[cfg(feature = "sqlite")]
+#[derive(Debug)]
+pub(crate) struct MarkerFile {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+#[cfg(feature = "sqlite")]
+impl MarkerFile {
+    /// Removes and unlocks the file: the marker is freed at once.
+    pub(crate) fn close(self) {
+        // Removed while locked: nobody can mistake it for a dead owner's marker in
+        // between. Whatever fails here, the lock goes with the file.
+        let _ = std::fs::remove_file(&self.path);
+        drop(self.file);
     }
 }
 
@@ -147,6 +131,17 @@ impl Db {
         }
     }
 
+    /// Whether markers are held by server connections (PostgreSQL, MariaDB), rather
+    /// than by a file (SQLite).
+    pub(crate) fn presence_on_connections(&self) -> bool {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Db::Sqlite(_) => false,
+            #[allow(unreachable_patterns)]
+            _ => true,
+        }
+    }
+
     /// Refuses presence where the server rules it out: a node of a Galera cluster,
     /// where a `GET_LOCK` name is held on one node only. Asked once per backend.
     pub(crate) async fn presence_on_server(&self) -> Result<(), Error> {
@@ -172,59 +167,106 @@ impl Db {
         Ok(())
     }
 
-    /// Opens a session of its own for `owner` and takes a marker in it; `count` tells
-    /// this handle's sessions apart (a MariaDB name is used once). Bounded by the
-    /// pool's acquire timeout.
-    pub(crate) async fn open_presence(&self, owner: &str, count: u64) -> Result<Session, Error> {
-        let _ = (owner, count);
+    /// Opens a connection for presence, outside the pool, with the pool's connect
+    /// options, and exempts it from the server's timeouts (`presence_session.sql`):
+    /// a server that refuses that refuses presence. Bounded by the pool's acquire
+    /// timeout.
+    pub(crate) async fn presence_connect(&self) -> Result<Conn, Error> {
+        let limit = self.acquire_timeout();
         match self {
             #[cfg(feature = "postgres")]
             Db::Postgres(b) => {
                 use sqlx::ConnectOptions as _;
-                let limit = b.pool().options().get_acquire_timeout();
-                let options = b.pool().connect_options();
-                let mut conn = tokio::time::timeout(limit, options.connect())
+                let opening = async {
+                    let mut conn = b.pool().connect_options().connect().await?;
+                    let exempt: Statement<Nothing> =
+                        target(b.table(), PG, sql!("postgres", "presence_session"));
+                    sqlx::Postgres::rows(On::Conn(&mut conn), &exempt, &Nothing).await?;
+                    Ok::<_, sqlx::Error>(Conn::Postgres(conn))
+                };
+                tokio::time::timeout(limit, opening)
                     .await
-                    .map_err(timed_out)??;
-                let target = target(b.table(), Mode::default(), super::Dialect::Postgres);
-                let take: Statement<Marker<'static>> =
-                    target.render(sql!("postgres", "presence_take"));
-                for _ in 0..DRAWS {
-                    let key = fastrand::i32(1..=i32::MAX).to_string();
-                    let rows =
-                        sqlx::Postgres::rows(On::Conn(&mut conn), &take, &Marker(&key)).await?;
-                    let taken = match rows.first() {
-                        Some(row) => sqlx::Postgres::flag(row, 0)?,
-                        None => false,
-                    };
-                    if taken {
-                        return Ok(Session::Postgres {
-                            conn,
-                            key,
-                            check: target.render(sql!("postgres", "presence_check")),
-                        });
-                    }
-                }
-                Err(Error::PresenceUnavailable {
-                    reason: format!("no free presence marker after {DRAWS} draws"),
-                })
+                    .map_err(timed_out)?
+                    .map_err(|e| b.failure(e).error)
             }
             #[cfg(feature = "mysql")]
             Db::MySql(b) => {
                 use sqlx::ConnectOptions as _;
-                let limit = b.pool().options().get_acquire_timeout();
-                let options = b.pool().connect_options();
-                let mut conn = tokio::time::timeout(limit, options.connect())
+                let opening = async {
+                    let mut conn = b.pool().connect_options().connect().await?;
+                    let exempt: Statement<Nothing> =
+                        target(b.table(), MY, sql!("mysql", "presence_session"));
+                    sqlx::MySql::execute(On::Conn(&mut conn), &exempt, &Nothing).await?;
+                    let ask: Statement<Nothing> =
+                        target(b.table(), MY, sql!("mysql", "presence_server"));
+                    let rows = sqlx::MySql::rows(On::Conn(&mut conn), &ask, &Nothing).await?;
+                    let server = match rows.first() {
+                        Some(row) => sqlx::MySql::int(row, 0)?,
+                        None => 0,
+                    };
+                    Ok::<_, sqlx::Error>(Conn::MySql { conn, server })
+                };
+                tokio::time::timeout(limit, opening)
                     .await
-                    .map_err(timed_out)??;
-                let target = target(b.table(), Mode::default(), super::Dialect::MySql);
+                    .map_err(timed_out)?
+                    .map_err(|e| b.failure(e).error)
+            }
+            #[cfg(feature = "sqlite")]
+            Db::Sqlite(_) => Err(Error::PresenceUnavailable {
+                reason: "SQLite keeps presence markers in files, not on connections".into(),
+            }),
+        }
+    }
+
+    /// Takes a new marker for `owner` on `conn`, without waiting: its text, which the
+    /// acquisitions record (PostgreSQL: the key, a random number; MariaDB: the name,
+    /// `sqlock:<server_id>:<owner>`). Bounded by the pool's acquire timeout.
+    pub(crate) async fn presence_take(
+        &self,
+        conn: &mut Conn,
+        owner: &str,
+    ) -> Result<String, Error> {
+        let _ = owner;
+        let limit = self.acquire_timeout();
+        match (self, conn) {
+            #[cfg(feature = "postgres")]
+            (Db::Postgres(b), Conn::Postgres(conn)) => {
                 let take: Statement<Marker<'static>> =
-                    target.render(sql!("mysql", "presence_take"));
-                // At most 64 characters: 7 + 36 (a UUID) + 1 + 20.
-                let name = format!("sqlock:{owner}:{count}");
-                let rows = sqlx::MySql::rows(On::Conn(&mut conn), &take, &Marker(&name)).await?;
+                    target(b.table(), PG, sql!("postgres", "presence_take"));
+                let taking = async {
+                    for _ in 0..DRAWS {
+                        let key = fastrand::i32(1..=i32::MAX).to_string();
+                        let rows = sqlx::Postgres::rows(On::Conn(&mut *conn), &take, &Marker(&key))
+                            .await?;
+                        if let Some(row) = rows.first() {
+                            if sqlx::Postgres::flag(row, 0)? {
+                                return Ok(Some(key));
+                            }
+                        }
+                    }
+                    Ok::<_, sqlx::Error>(None)
+                };
+                let taken = tokio::time::timeout(limit, taking)
+                    .await
+                    .map_err(timed_out)?
+                    .map_err(|e| b.failure(e).error)?;
+                taken.ok_or_else(|| Error::PresenceUnavailable {
+                    reason: format!("no free presence marker after {DRAWS} draws"),
+                })
+            }
+            #[cfg(feature = "mysql")]
+            (Db::MySql(b), Conn::MySql { conn, server }) => {
+                let name = marker_name(*server, owner);
+                let take: Statement<Marker<'static>> =
+                    target(b.table(), MY, sql!("mysql", "presence_take"));
+                let marker = Marker(&name);
+                let taking = sqlx::MySql::rows(On::Conn(conn), &take, &marker);
+                let rows = tokio::time::timeout(limit, taking)
+                    .await
+                    .map_err(timed_out)?
+                    .map_err(|e| b.failure(e).error)?;
                 let taken = match rows.first() {
-                    Some(row) => sqlx::MySql::int(row, 0)? == 1,
+                    Some(row) => sqlx::MySql::int(row, 0).map_err(|e| b.failure(e).error)? == 1,
                     None => false,
                 };
                 if !taken {
@@ -232,41 +274,110 @@ impl Db {
                         reason: format!("the presence marker {name:?} is held elsewhere"),
                     });
                 }
-                Ok(Session::MySql {
-                    conn,
-                    name,
-                    check: target.render(sql!("mysql", "presence_check")),
+                Ok(name)
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::PresenceUnavailable {
+                reason: "a presence connection of another server".into(),
+            }),
+        }
+    }
+
+    /// The marker a standby on `conn` waits for: the handle's `current` one, or on
+    /// MariaDB the name of `owner` for the server `conn` reached, when that is another
+    /// server than `current` names (a failover): a marker is trusted only on the
+    /// server that recorded it, so there the handle takes a marker of its own anew.
+    pub(crate) fn presence_marker(conn: &Conn, owner: &str, current: &str) -> String {
+        let _ = (owner, current);
+        match *conn {
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => current.to_owned(),
+            #[cfg(feature = "mysql")]
+            Conn::MySql { server, .. } => marker_name(server, owner),
+        }
+    }
+
+    /// Waits on `conn`, for as long as it takes, until it holds `marker`
+    /// (`presence_wait.sql`): `Ok(true)` once it does, the marker's holder connection
+    /// having ended; `Ok(false)` when the wait ended without it (interrupted by `KILL
+    /// QUERY`, or a year passed): send it again. An error: the wait was cancelled
+    /// (`pg_cancel_backend`), or the connection ended. Cancel-safe: dropped, the wait
+    /// leaves the connection in an unknown state, to be closed.
+    pub(crate) async fn presence_wait(
+        &self,
+        conn: &mut Conn,
+        marker: &str,
+    ) -> Result<bool, sqlx::Error> {
+        match (self, conn) {
+            #[cfg(feature = "postgres")]
+            (Db::Postgres(b), Conn::Postgres(conn)) => {
+                let wait: Statement<Marker<'static>> =
+                    target(b.table(), PG, sql!("postgres", "presence_wait"));
+                let rows = sqlx::Postgres::rows(On::Conn(conn), &wait, &Marker(marker)).await?;
+                Ok(!rows.is_empty())
+            }
+            #[cfg(feature = "mysql")]
+            (Db::MySql(b), Conn::MySql { conn, .. }) => {
+                let wait: Statement<Marker<'static>> =
+                    target(b.table(), MY, sql!("mysql", "presence_wait"));
+                let rows = sqlx::MySql::rows(On::Conn(conn), &wait, &Marker(marker)).await?;
+                Ok(match rows.first() {
+                    Some(row) => sqlx::MySql::int(row, 0)? == 1,
+                    None => false,
                 })
             }
-            #[cfg(feature = "sqlite")]
-            Db::Sqlite(b) => {
-                let Some(dir) = b.markers() else {
-                    return Err(Error::PresenceUnavailable {
-                        reason: unavailable(self).unwrap_or_default(),
-                    });
-                };
-                take_file(dir, owner)
-            }
+            #[allow(unreachable_patterns)]
+            _ => Err(sqlx::Error::Protocol(
+                "a presence connection of another server".into(),
+            )),
         }
+    }
+
+    /// Creates and locks `owner`'s marker file beside the SQLite database.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn presence_file(&self, owner: &str) -> Result<MarkerFile, Error> {
+        let dir = match self {
+            Db::Sqlite(b) => b.markers(),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        };
+        let Some(dir) = dir else {
+            return Err(Error::PresenceUnavailable {
+                reason: unavailable(self).unwrap_or_default(),
+            });
+        };
+        take_file(dir, owner)
     }
 }
 
-/// A presence connection that could not be opened within the pool's acquire timeout.
+/// The name of `owner`'s marker on the MariaDB server `server`: at most 7 + 20 + 1 +
+/// 32 characters, within GET_LOCK's 64.
+#[cfg(feature = "mysql")]
+fn marker_name(server: i64, owner: &str) -> String {
+    let owner: String = owner.chars().filter(|c| *c != '-').collect();
+    format!("sqlock:{server}:{owner}")
+}
+
+/// A presence connection that could not be opened, or answer, within the pool's
+/// acquire timeout.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 fn timed_out(_: tokio::time::error::Elapsed) -> Error {
     Error::Database(sqlx::Error::PoolTimedOut)
 }
 
-fn target(
+/// `template` rendered for the handle's table in `dialect`.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn target<V: super::statement::Values>(
     table: &crate::support::validate::TableName,
-    mode: Mode,
-    d: super::Dialect,
-) -> Target<'_> {
+    dialect: super::Dialect,
+    template: &str,
+) -> Statement<V> {
     Target {
         table,
-        placeholders: d.placeholders(),
-        mode,
+        placeholders: dialect.placeholders(),
+        mode: Mode::default(),
     }
+    .render(template)
 }
 
 /// The folder of presence marker files beside the SQLite database of `options`, or
@@ -301,7 +412,7 @@ fn plain_owner(owner: &str) -> bool {
 
 /// Creates and locks `owner`'s marker file in `dir`.
 #[cfg(feature = "sqlite")]
-fn take_file(dir: &Path, owner: &str) -> Result<Session, Error> {
+fn take_file(dir: &Path, owner: &str) -> Result<MarkerFile, Error> {
     let failed = |e: std::io::Error| Error::PresenceUnavailable {
         reason: format!("the presence marker file in {} failed: {e}", dir.display()),
     };
@@ -319,7 +430,7 @@ fn take_file(dir: &Path, owner: &str) -> Result<Session, Error> {
         .open(&path)
         .map_err(failed)?;
     match fs4::fs_std::FileExt::try_lock_exclusive(&file) {
-        Ok(true) => Ok(Session::Sqlite { file, path }),
+        Ok(true) => Ok(MarkerFile { file, path }),
         Ok(false) => Err(Error::PresenceUnavailable {
             reason: format!("the presence marker {} is locked elsewhere", path.display()),
         }),

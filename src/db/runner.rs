@@ -121,7 +121,8 @@ pub(crate) trait Runner: sqlx::Database {
     fn flag(row: &Self::Row, i: usize) -> Result<bool, sqlx::Error>;
 }
 
-/// The grants of an acquisition (owner, token, expiry, holds, strategy), run in an
+/// The grants of an acquisition (owner, token, expiry, holds, strategy, and where the
+/// statement answers it, whether it recorded the handle's presence marker), run in an
 /// explicit transaction when `in_tx`.
 pub(crate) async fn grants<'a, DB: Runner, V: Values>(
     pool: &'a sqlx::Pool<DB>,
@@ -138,10 +139,21 @@ pub(crate) async fn grants<'a, DB: Runner, V: Values>(
                 expires_us: DB::int(r, 2)?,
                 hold_count: DB::int32(r, 3)?,
                 strategy: DB::text(r, 4)?,
-                presence: None,
+                presence: marked::<DB>(r, 5)?,
             })
         })
         .collect()
+}
+
+/// Whether an acquisition's row says, in column `i`, that the lease recorded the
+/// handle's presence marker (`Some(0)`; the strategy puts in the epoch): `None` when it
+/// did not (the marker was not held as the statement ran), or the statement has no
+/// such column (SQLite, where the marker is found by owner).
+pub(crate) fn marked<DB: Runner>(row: &DB::Row, i: usize) -> Result<Option<u64>, sqlx::Error> {
+    if row.len() <= i {
+        return Ok(None);
+    }
+    Ok((DB::int(row, i)? != 0).then_some(0))
 }
 
 /// The rows of `list.sql` and `lookup.sql`.

@@ -1,8 +1,9 @@
 //! The keepers: the background work a handle does for its locks while the application
 //! goes on. The watchdog renews held leases and fires their lost signal; the sweeper
 //! reclaims expired rows, as a call, a task or a schedule inside the database; the
-//! release listener (PostgreSQL) wakes waiters at a release; the presence session
-//! tells the others that the handle's process lives.
+//! release listener (PostgreSQL) wakes waiters at a release; the presence keeper
+//! holds the marker that tells the others the handle's process lives, and checks the
+//! leases that record it whenever it changes connections.
 
 #[cfg(feature = "postgres")]
 pub(crate) mod notify;

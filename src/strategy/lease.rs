@@ -30,8 +30,9 @@ use super::release::release;
 /// with the other strategy (a re-entry keeps the strategy the key is held with, and the
 /// statement leaves the row as it was).
 ///
-/// With presence, the handle's marker is taken first (once, or again after its session
-/// was found gone), so that no lease claims a marker the handle does not hold.
+/// With presence, the handle's marker is taken first (once): the statement records it
+/// with the lease only if it is held as the statement runs, and says so; the grant
+/// then claims the epoch of the handle's presence read before it was sent.
 pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>, Failure> {
     let (presence, epoch) = match &handle.presence {
         Some(p) => {
@@ -74,7 +75,7 @@ pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>,
             },
         });
     }
-    grant.presence = epoch;
+    grant.presence = grant.presence.and(epoch);
     Ok(Some(grant))
 }
 

@@ -166,7 +166,8 @@ pub(crate) async fn attempt(
 }
 
 /// The attempt's statements: the handle's presence marker first, when it has one (as
-/// a lease's attempt does), then the keys, all or none (`db/multi.rs`).
+/// a lease's attempt does: each key records it only if it is held as the statement
+/// runs), then the keys, all or none (`db/multi.rs`).
 async fn statements(handle: &Handle, ask: &MultiAsk) -> Result<Option<Vec<Grant>>, Failure> {
     let (presence, epoch) = match &handle.presence {
         Some(p) => {
@@ -189,7 +190,7 @@ async fn statements(handle: &Handle, ask: &MultiAsk) -> Result<Option<Vec<Grant>
     match handle.db.lease_acquire_all(&all).await? {
         Taken::All(mut grants) => {
             for g in &mut grants {
-                g.presence = epoch;
+                g.presence = g.presence.and(epoch);
             }
             Ok(Some(grants))
         }

@@ -26,12 +26,15 @@ pub enum LostReason {
     /// deadlock or lock wait timeout on MariaDB; any error on PostgreSQL, where the
     /// transaction can then only roll back).
     TransactionEnded,
-    /// The handle's presence session ended while its process lives on (the server
-    /// killed the connection, or a network cut outlasted the server's patience), so
-    /// another owner may have taken the lease before its expiry, as from a crashed
-    /// holder (see [`LockerBuilder::presence`](crate::LockerBuilder::presence)).
-    /// Signalled at the watchdog's next tick after the session ended, so up to one
-    /// renewal period late: fence the holder's writes.
+    /// Another owner took the lease before its expiry because the handle's presence
+    /// marker was free for a while, as from a crashed holder, though the process
+    /// lives on: both of the handle's presence connections ended (killed on the
+    /// server, a network cut that outlasted the server's patience) before it could
+    /// take the marker back (see
+    /// [`LockerBuilder::presence`](crate::LockerBuilder::presence)). A single ended
+    /// presence connection costs nothing. Signalled as soon as the handle checks its
+    /// leases: when it takes its marker back (one connection set-up and a round
+    /// trip), or within 25 ms while it cannot. Fence the holder's writes.
     PresenceLost,
 }
 
@@ -46,7 +49,7 @@ impl std::fmt::Display for LostReason {
                 "the lock's transaction ended: a statement in it failed and rolled it back"
             }
             Self::PresenceLost => {
-                "the handle's presence session ended, and another owner may have taken the lease"
+                "the handle's presence connections ended, and another owner took the lease"
             }
         })
     }

@@ -313,31 +313,40 @@ impl State {
         Self::earliest_lapse(&groups)
     }
 
-    /// The shortest period of the groups due at `now` that hold a lease claiming
-    /// presence: the presence session is checked then, within that period.
-    pub(super) fn presence_due(&self, now: Instant) -> Option<Duration> {
+    /// The leases that recorded the handle's presence marker under an epoch before
+    /// `before` (`u64::MAX`: all of them), for the presence's checker.
+    pub(crate) fn presence_claims(&self, before: u64) -> Batch {
         let groups = self.lock();
         groups
             .values()
-            .filter(|g| g.next <= now && g.leases.values().any(|l| l.presence.is_some()))
-            .map(|g| g.period)
-            .min()
+            .flat_map(|g| g.leases.iter())
+            .filter(|(_, l)| l.presence.is_some_and(|e| e < before))
+            .map(|(k, l)| (k.clone(), l.token))
+            .collect()
     }
 
-    /// Fires every lease that claims a presence session of an epoch before `epoch`:
-    /// that session was found gone, and another owner may have taken the lease.
-    pub(crate) fn presence_lost(&self, epoch: u64) {
+    /// Applies the presence checker's answer for `batch`, asked after the marker was
+    /// held again under `epoch`: each lease among `survivors` is the handle's under a
+    /// held marker (now of that epoch), any other was taken while the marker was free.
+    pub(crate) fn presence_checked(
+        &self,
+        epoch: u64,
+        batch: &[(String, i64)],
+        survivors: &[String],
+    ) {
         let mut groups = self.lock();
         for group in groups.values_mut() {
-            let lost: Vec<String> = group
-                .leases
-                .iter()
-                .filter(|(_, l)| l.presence.is_some_and(|e| e < epoch))
-                .map(|(k, _)| k.clone())
-                .collect();
-            for key in lost {
-                if let Some(lease) = group.leases.remove(&key) {
-                    self.fire(&key, &lease, LostReason::PresenceLost);
+            for (key, token) in batch {
+                let Some(lease) = group.leases.get_mut(key) else {
+                    continue; // released meanwhile, or in another group
+                };
+                if lease.token != *token {
+                    continue; // granted again meanwhile; the check spoke of the old grant
+                }
+                if survivors.iter().any(|s| s == key) {
+                    lease.presence = lease.presence.map(|e| e.max(epoch));
+                } else if let Some(lease) = group.leases.remove(key) {
+                    self.fire(key, &lease, LostReason::PresenceLost);
                 }
             }
         }

@@ -14,9 +14,10 @@
 //! holds is never earlier than that instant, and the lost signal, which fires there,
 //! never fires after another owner could be granted the key.
 //!
-//! With presence, each tick that renews a lease claiming it first asks whether the
-//! handle's presence session still holds its marker; when it does not, every lease
-//! that claimed the session is lost at once: another owner may have taken it.
+//! With presence, the watchdog renews as without it: the handle's presence tasks
+//! (`keepers/presence.rs`) learn when the marker changes connections, and check the
+//! leases that record it themselves; a lease granted under an earlier epoch than the
+//! current one is checked as it registers.
 
 mod leases;
 
@@ -64,7 +65,7 @@ pub(crate) struct Watchdog {
 }
 
 /// What the renewals are sent with: the handle's backend and owner, and its
-/// presence, when it has one.
+/// presence, when it has one (told of leases of an earlier epoch).
 #[derive(Debug, Clone)]
 struct Target {
     db: Db,
@@ -84,8 +85,12 @@ impl Watchdog {
         presence: Option<Arc<Presence>>,
         meter: Meter,
     ) -> Self {
+        let state = Arc::new(State::new(interval, meter, owner.clone()));
+        if let Some(p) = &presence {
+            p.attach(Arc::downgrade(&state));
+        }
         Self {
-            state: Arc::new(State::new(interval, meter, owner.clone())),
+            state,
             target: Target {
                 db,
                 owner,
@@ -98,10 +103,12 @@ impl Watchdog {
     /// registration id to unregister with.
     pub(crate) fn register(&self, key: &str, token: i64, t: Track) -> (LostSignal, u64) {
         let registered = self.state.track(key, token, t);
-        // Granted under a presence session found gone meanwhile: lost at once.
+        // Granted under an earlier epoch of the handle's presence: the marker changed
+        // connections since, and may have been free meanwhile. The presence's checker
+        // may have looked at the leases before this one registered: it looks again.
         if let (Some(p), Some(epoch)) = (&self.target.presence, t.presence) {
             if epoch < p.epoch() {
-                self.state.presence_lost(p.epoch());
+                p.check_soon();
             }
         }
         if !self.state.started.swap(true, Ordering::AcqRel) {
@@ -130,14 +137,6 @@ async fn run(weak: Weak<State>, wake: Arc<Notify>, target: Target) {
             let Some(state) = weak.upgrade() else {
                 return;
             };
-            if let Some(presence) = &target.presence {
-                if let Some(limit) = state.presence_due(Instant::now()) {
-                    // A check with no answer in time tells nothing: the next tick asks
-                    // again, and the leases lapse by the clock meanwhile if need be.
-                    presence.check(limit).await;
-                }
-                state.presence_lost(presence.epoch());
-            }
             let (due, next_tick) = state.due(Instant::now());
             for (ttl, batch) in due {
                 let span = tracing::debug_span!("sqlock.renew", table = %target.db.table(),
