@@ -989,3 +989,57 @@ async fn presence_is_refused_where_it_cannot_work() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The marker file of a killed SQLite holder is swept once no lease of its owner can
+/// be taken over any more, never while one can, and a live handle's never.
+#[tokio::test]
+async fn the_sweep_removes_the_marker_files_of_gone_processes_when_unneeded() -> anyhow::Result<()>
+{
+    for b in common::backends_of("presence_files", &[Dialect::Sqlite]).await {
+        let operator = b.fresh_table().await?;
+        let live = b.builder().await?.presence(true).build()?;
+        let mine = live
+            .try_acquire("live-holder's")
+            .await?
+            .context("a free key")?;
+        let ttl = Duration::from_secs(60);
+        let (mut child, _, owner) = spawn_holder(&b, "files", ttl, true).await?;
+        signal(&child, Signal::SIGKILL)?;
+        child.wait().await?;
+        let db = b.url().trim_start_matches("sqlite://");
+        let dir = std::path::PathBuf::from(format!(
+            "{}-sqlock-presence",
+            std::fs::canonicalize(db)?.display()
+        ));
+        let dead = dir.join(&owner);
+        let alive = dir.join(live.owner().to_string());
+        assert!(
+            dead.exists() && alive.exists(),
+            "the markers are files in {dir:?}"
+        );
+
+        // The dead owner's lease is live: its marker is what lets it be taken at once.
+        operator.sweep(sqlock::SweepOptions::new()).await?;
+        assert!(
+            dead.exists(),
+            "a marker still needed for a takeover was swept"
+        );
+        let taken = operator
+            .try_acquire("files")
+            .await?
+            .context("a dead holder's key")?;
+        assert!(dead.exists());
+
+        // Taken over: no lease of the dead owner is left, so its marker goes.
+        operator.sweep(sqlock::SweepOptions::new()).await?;
+        assert!(
+            !dead.exists(),
+            "a gone process's marker file was left behind"
+        );
+        assert!(alive.exists(), "a live handle's marker file was swept");
+        assert!(live.try_acquire("another").await?.is_some());
+        assert!(taken.release().await?);
+        assert!(mine.release().await?);
+    }
+    Ok(())
+}

@@ -23,6 +23,13 @@ impl Locker {
     /// touched, whoever holds them, and neither are the for-update strategy's rows,
     /// which are reused by every lock of their key.
     ///
+    /// On SQLite the sweep also removes the presence marker files that killed processes
+    /// left beside the database (see
+    /// [`LockerBuilder::presence`](crate::LockerBuilder::presence)): a file whose lock
+    /// is free (its process gone) and whose owner holds no lease an acquisition could
+    /// still take over from it. A live handle's marker is never touched. The files are
+    /// not counted among the rows.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidBatch`] or [`Error::TtlTooLong`] (for the grace) before any SQL

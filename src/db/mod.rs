@@ -450,6 +450,18 @@ impl Db {
         on_backend!(self, |b| fair::sweep(&**b, s).await)
     }
 
+    /// The sweep of presence marker files their processes left behind (SQLite, where
+    /// markers are files beside the database): how many were removed. The servers'
+    /// markers are session locks, which end with their sessions.
+    pub(crate) async fn sweep_markers(&self) -> Result<u64, Failure> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(b) => b.sweep_markers().await.map_err(|e| b.failure(e)),
+            #[allow(unreachable_patterns)]
+            _ => Ok(0),
+        }
+    }
+
     // The semaphore (`semaphore.rs`).
 
     /// Records the semaphore with its N unless it is recorded: the N it has.

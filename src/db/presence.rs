@@ -423,19 +423,47 @@ fn take_file(dir: &Path, owner: &str) -> Result<MarkerFile, Error> {
     }
     std::fs::create_dir_all(dir).map_err(failed)?;
     let path = dir.join(owner);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(failed)?;
-    match fs4::fs_std::FileExt::try_lock_exclusive(&file) {
-        Ok(true) => Ok(MarkerFile { file, path }),
-        Ok(false) => Err(Error::PresenceUnavailable {
-            reason: format!("the presence marker {} is locked elsewhere", path.display()),
-        }),
-        Err(e) => Err(failed(e)),
+    // A sweep removes the file of a gone owner while it holds the file's lock: one
+    // that ran between this open and this lock removed the file opened here. The lock
+    // counts only on the file that the path names, so it is taken again on a new one.
+    for _ in 0..3 {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(failed)?;
+        match fs4::fs_std::FileExt::try_lock_exclusive(&file) {
+            Ok(true) if same_file(&file, &path) => return Ok(MarkerFile { file, path }),
+            Ok(true) => continue,
+            Ok(false) => {
+                return Err(Error::PresenceUnavailable {
+                    reason: format!("the presence marker {} is locked elsewhere", path.display()),
+                })
+            }
+            Err(e) => return Err(failed(e)),
+        }
     }
+    Err(Error::PresenceUnavailable {
+        reason: format!("the presence marker {} kept being removed", path.display()),
+    })
+}
+
+/// Whether `path` still names the open `file` (a sweep may have removed it).
+#[cfg(all(feature = "sqlite", unix))]
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Elsewhere the file is taken as opened (a sweep's removal of a locked file fails
+/// there).
+#[cfg(all(feature = "sqlite", not(unix)))]
+fn same_file(_: &std::fs::File, path: &Path) -> bool {
+    path.exists()
 }
 
 /// When `owner` had presence and its process is gone: its marker file, locked by the

@@ -21,9 +21,9 @@ use super::dialect::Dialect;
 use super::fence::fence_connection;
 use super::outcome::Grant;
 use super::presence::{gone_owner, marker_dir};
-use super::runner::{grants, texts, On};
+use super::runner::{grants, ints, texts, On};
 use super::statement::{Mode, Statement, Target};
-use super::values::Acquire;
+use super::values::{Acquire, Marker};
 
 /// A SQLite database file and one lock table in it.
 #[derive(Debug)]
@@ -31,6 +31,8 @@ pub(crate) struct Sqlite {
     base: Base<sqlx::Sqlite>,
     /// Who holds a live lease on a key, after an acquisition found it busy.
     presence_holder: Statement<Acquire<'static>>,
+    /// How many live leases the owner of a marker file holds (the sweep's question).
+    presence_leases: Statement<Marker<'static>>,
     /// The folder of presence marker files beside the database; `None` in memory.
     markers: Option<PathBuf>,
 }
@@ -46,6 +48,7 @@ impl Sqlite {
         Self {
             base: Base::new(pool, &target, &common_templates!("sqlite")),
             presence_holder: target.render(sql!("sqlite", "presence_holder")),
+            presence_leases: target.render(sql!("sqlite", "presence_leases")),
             markers,
         }
     }
@@ -53,6 +56,44 @@ impl Sqlite {
     /// The folder of presence marker files, `None` for an in-memory database.
     pub(crate) fn markers(&self) -> Option<&Path> {
         self.markers.as_deref()
+    }
+
+    /// Removes the marker files of owners whose process is gone (the file's lock is
+    /// free) and who hold no lease an acquisition could take over: how many. Each file
+    /// is removed while this holds its lock, so that no acquisition is using it for a
+    /// takeover meanwhile; a marker still needed for one is kept, and removed by a later
+    /// sweep once its leases are gone.
+    pub(crate) async fn sweep_markers(&self) -> Result<u64, sqlx::Error> {
+        let Some(dir) = self.markers.as_deref() else {
+            return Ok(0);
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(owner) = name.to_str() else {
+                continue;
+            };
+            // Locked by us until dropped: the owner's process is gone.
+            let Some(lock) = gone_owner(dir, owner) else {
+                continue;
+            };
+            let leases = ints(
+                On::Pool(self.pool(), false),
+                &self.presence_leases,
+                &Marker(owner),
+            )
+            .await?;
+            if leases.first().copied().unwrap_or(0) == 0
+                && std::fs::remove_file(entry.path()).is_ok()
+            {
+                removed += 1;
+            }
+            drop(lock);
+        }
+        Ok(removed)
     }
 }
 

@@ -112,8 +112,21 @@ async fn sweep_batches(db: &Db, options: SweepOptions) -> Result<u64> {
         };
         total += deleted;
         if deleted < u64::from(options.batch) {
-            return Ok(total + sweep_queue(db, &batch).await);
+            let places = sweep_queue(db, &batch).await;
+            sweep_markers(db).await;
+            return Ok(total + places);
         }
+    }
+}
+
+/// Removes the presence marker files of processes that are gone and no longer needed
+/// for a takeover (SQLite). Not counted among the rows; a failure is logged and left
+/// for the next sweep.
+async fn sweep_markers(db: &Db) {
+    match db.sweep_markers().await {
+        Ok(0) => {}
+        Ok(removed) => tracing::debug!(removed, "removed presence marker files of gone processes"),
+        Err(f) => tracing::warn!(error = %f.error, "sweeping presence marker files failed"),
     }
 }
 
