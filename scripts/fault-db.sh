@@ -80,6 +80,11 @@ postgres() {
     v=$(pg_version)
     case $1 in
     create)
+        # A configuration left without its data (a removal cut short) is removed first.
+        if [ -d "/etc/postgresql/$v/$PG_CLUSTER" ] &&
+            [ ! -e "/var/lib/postgresql/$v/$PG_CLUSTER/PG_VERSION" ]; then
+            rm -rf "/etc/postgresql/$v/$PG_CLUSTER"
+        fi
         if [ ! -d "/etc/postgresql/$v/$PG_CLUSTER" ]; then
             log "creating PostgreSQL cluster $PG_CLUSTER on port $PG_PORT"
             pg_createcluster "$v" "$PG_CLUSTER" -p "$PG_PORT" >/dev/null
@@ -192,6 +197,8 @@ down)
     if [ -d "/etc/postgresql/$(pg_version)/$PG_CLUSTER" ]; then
         pg_dropcluster --stop "$(pg_version)" "$PG_CLUSTER" >/dev/null 2>&1 || true
     fi
+    # pg_dropcluster leaves a configuration folder holding files it did not make.
+    rm -rf "/etc/postgresql/$(pg_version)/$PG_CLUSTER"
     wait_for test ! -e "$MY_PID" || true
     rm -rf "$MY_DIR" "$CLOCK_DIR"
     /usr/sbin/nft delete table inet "$NFT_TABLE" 2>/dev/null || true

@@ -244,7 +244,8 @@ standby_up() {
     # Start from nothing: after a failover the old primary is behind the promoted one.
     standby_down
     for c in "$HA_PRIMARY" "$HA_STANDBY"; do
-        if [ -d "/etc/postgresql/$v/$c" ]; then pg_dropcluster "$v" "$c" >/dev/null; fi
+        if [ -d "/etc/postgresql/$v/$c" ]; then pg_dropcluster "$v" "$c" >/dev/null 2>&1 || true; fi
+        rm -rf "/etc/postgresql/$v/$c"
     done
     log "creating primary $HA_PRIMARY on port $HA_PRIMARY_PORT"
     pg_createcluster "$v" "$HA_PRIMARY" -p "$HA_PRIMARY_PORT" >/dev/null
@@ -308,6 +309,8 @@ down)
         if [ -d "/etc/postgresql/$v/$c" ]; then
             pg_dropcluster --stop "$v" "$c" >/dev/null 2>&1 || true
         fi
+        # pg_dropcluster leaves a configuration folder holding files it did not make.
+        rm -rf "/etc/postgresql/$v/$c"
     done
     rm -rf "$GALERA_DIR" "$PGB_DIR"
     ;;
