@@ -15,5 +15,9 @@ WITH left_ AS (
       AND expires_at - statement_timestamp() > INTERVAL '0'
     RETURNING lock_key, locked
 )
-SELECT lock_key, CASE WHEN NOT locked THEN pg_notify('{channel}', lock_key) END
+SELECT lock_key,
+       CASE WHEN NOT locked
+            THEN pg_notify('{channel}',
+                           CAST(CAST('"{table}"' AS regclass) AS oid)::TEXT || ':' || lock_key)
+       END
 FROM left_

@@ -492,3 +492,34 @@ async fn connect(pool: &PgPool, channels: &[String; 2]) -> Result<PgListener, sq
         .await?;
     Ok(listener)
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every notification sqlock sends names its table by oid first, as the listener
+    /// expects (`Table::ours`): one without it is dropped, and its waiters wait for
+    /// their next poll.
+    #[test]
+    fn every_payload_names_its_table_first() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/postgres");
+        let mut notifying = 0;
+        for file in std::fs::read_dir(&dir).unwrap() {
+            let path = file.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code: String = text
+                .lines()
+                .map(|l| l.split("--").next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let calls = code.matches("pg_notify(").count();
+            if calls == 0 {
+                continue;
+            }
+            notifying += 1;
+            let prefixed = code
+                .matches("CAST(CAST('\"{table}\"' AS regclass) AS oid)::TEXT || ':' ||")
+                .count();
+            assert_eq!(calls, prefixed, "{}: a payload without its table", path.display());
+        }
+        assert!(notifying >= 8, "the notifying statements were not found");
+    }
+}
