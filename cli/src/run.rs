@@ -110,6 +110,25 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
     let mut lost = guard.lost();
     let (status, signalled) = match supervise(tree, watcher, &mut lost, &mut signals).await {
         Supervised::Exited { status, signalled } => (status, signalled),
+        Supervised::Lost(LostReason::Revoked) => {
+            // Revoked: the key stays busy for everyone until it is given back (or its
+            // lease lapses). The command's group is gone: give it back now, awaited,
+            // since a release left to a dropped guard would never run in a process
+            // about to exit.
+            let given_back = guard.release().await;
+            let back = match given_back {
+                Ok(_) => "the lock was given back".to_owned(),
+                Err(e) => format!(
+                    "the lock could not be given back ({}), and frees at its expiry",
+                    Failure::from(e).message()
+                ),
+            };
+            return Err(Failure::Lost(format!(
+                "lock {:?} was revoked by an operator (sqlock release --force) while the \
+                 command ran; the command and its processes were stopped, and {back}",
+                args.key
+            )));
+        }
         Supervised::Lost(reason) => {
             // No longer ours: this only ends the guard's bookkeeping.
             let _ = guard.release().await;

@@ -421,6 +421,7 @@ fn readme_says_what_help_says() {
             sqlock_cli::EXIT_SOFTWARE,
             sqlock_cli::EXIT_NOT_ACQUIRED,
             sqlock_cli::EXIT_LOST,
+            sqlock_cli::EXIT_ROW_LOCKED,
             sqlock_cli::EXIT_CANNOT_EXECUTE,
             sqlock_cli::EXIT_NOT_FOUND,
         ]

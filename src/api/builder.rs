@@ -82,8 +82,9 @@ impl LockerBuilder {
     /// `LISTEN`/`NOTIFY`, rather than leaving them to their next poll. Defaults to
     /// `false`. PostgreSQL only.
     ///
-    /// With it on, a release (and a [force release](Locker::force_release)) of a lease
-    /// or insert lock that frees the key also sends `pg_notify('<table>_released',
+    /// With it on, a release (and an immediate
+    /// [force release](Locker::force_release_now)) of a lease or insert lock that
+    /// frees the key also sends `pg_notify('<table>_released',
     /// '<table oid>:<key>')` in the same statement, so it stays one round trip (the
     /// oid tells tables of one name in two schemas apart: listeners ignore the other
     /// table's). A fair handoff names the waiter it handed the lock to, which takes
