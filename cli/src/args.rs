@@ -99,7 +99,9 @@ pub enum Command {
     ///   - SIGINT, SIGTERM and SIGHUP sent to sqlock are passed on to the whole group
     ///     (a signal while sqlock still waits for the lock ends the wait: 128+N);
     ///   - if the lock is lost, the whole group gets SIGTERM, then SIGKILL after 2 s,
-    ///     and sqlock exits 76;
+    ///     and sqlock exits 76; if an operator revoked it (`release --force`, heard at
+    ///     the next renewal, at once on PostgreSQL), sqlock gives it back once the
+    ///     group is empty, so that the next holder never runs beside this command;
     ///   - when the command exits, what it left running in its group gets SIGTERM,
     ///     then SIGKILL after 2 s, and the lock is released only once the group is
     ///     empty;

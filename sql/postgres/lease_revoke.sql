@@ -1,6 +1,7 @@
 -- An operator's revocation of the lock on :key (Locker::force_release), whoever holds
 -- it: the row keeps its owner, fencing token and expiry, and loses its holds
--- (hold_count 0). It stays busy for everyone, its owner included: no acquisition takes
+-- (hold_count 0). A name held in shared mode (no owner) is left counting its holds:
+-- shared_revoke revokes those, and each one's release counts the name down. It stays busy for everyone, its owner included: no acquisition takes
 -- a live row, a re-entry needs a hold, and no renewal or extension matches a row with
 -- no hold (lease_renew, lease_extend), so its holder finds it lost. Its holder's
 -- release frees it at once (lease_release and the others); otherwise it lapses at the
@@ -31,6 +32,7 @@ WITH gate AS MATERIALIZED (
     WHERE "{table}".lock_key = target.lock_key
       AND locked
       AND hold_count > 0
+      AND lock_owner <> ''
       AND expires_at - statement_timestamp() > INTERVAL '0'
     RETURNING "{table}".lock_key
 )
