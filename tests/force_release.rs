@@ -124,11 +124,7 @@ async fn a_holder_that_never_gives_back_keeps_the_key_until_its_expiry() -> anyh
             .await?
             .context("nothing revoked")?;
         assert_eq!(r.revoked, 1, "{}", b.dialect);
-        assert!(
-            other.try_acquire("frozen").await?.is_none(),
-            "{}: free at once",
-            b.dialect
-        );
+        // Polled until free: the grant that gets it must come at or after the expiry.
         let next = loop {
             if let Some(g) = other.try_acquire("frozen").await? {
                 break g;

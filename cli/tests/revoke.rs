@@ -92,11 +92,7 @@ fn a_revoked_run_never_overlaps_the_next() {
 
         let o = b.sqlock(&["release", "--force", &k]);
         assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr(&o));
-        let said = stdout(&o);
-        assert!(
-            said.contains("revoked") && said.contains("at the latest"),
-            "{what}: {said}"
-        );
+        let answer = stdout(&o);
         // Right after the operator's call: it waits for the key, and may get it only
         // once the first command has ended.
         let marks = format!(
@@ -123,10 +119,14 @@ fn a_revoked_run_never_overlaps_the_next() {
             "{what}: {}",
             b.log(&format!("{k}-holder"))
         );
+        assert_eq!(no_overlap(&what, &log).len(), 2, "{what}");
+        assert!(
+            answer.contains("revoked") && answer.contains("at the latest"),
+            "{what}: {answer}"
+        );
         let said = b.log(&format!("{k}-holder"));
         assert!(said.contains("revoked by an operator"), "{what}: {said}");
         assert!(!alive(pid), "{what}: the command was not stopped");
-        assert_eq!(no_overlap(&what, &log).len(), 2, "{what}");
         // Given back: nothing is held, nothing to revoke.
         let o = b.sqlock(&["release", "--force", &k]);
         assert_eq!(o.status.code(), Some(75), "{what}: {}", stderr(&o));
