@@ -335,3 +335,62 @@ async fn force_release_now_frees_at_once() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// An election's lease revoked: the leader's `lost()` fires with `Revoked`, no other
+/// candidate leads until the leader resigns (gives the lease back), and then one does,
+/// with a higher term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_leader_ends_its_term_when_it_resigns() -> anyhow::Result<()> {
+    for b in common::backends("revoke_elect").await {
+        b.fresh_table().await?;
+        let d = b.dialect;
+        let leader = holder(&b, Strategy::Lease).await?;
+        let rival = b.locker().await?;
+        let leading = leader.election("lead").campaign().await?;
+        let mut lost = leading.lost();
+        let key = leader.election("lead").key();
+        let r = rival.force_release(&key).await?.context("not held")?;
+        assert_eq!(r.revoked, 1, "{d}");
+        let reason = tokio::time::timeout(DEADLINE, lost.wait()).await?;
+        assert_eq!(reason, LostReason::Revoked, "{d}");
+        assert!(
+            rival.election("lead").try_campaign().await?.is_none(),
+            "{d}: elected beside a leader still running"
+        );
+        let term = leading.term();
+        assert!(leading.resign().await?, "{d}");
+        let next = rival.election("lead").try_campaign().await?;
+        let next = next.with_context(|| format!("{d}: nobody leads once it resigned"))?;
+        assert!(next.term() > term, "{d}");
+        assert!(next.resign().await?);
+    }
+    Ok(())
+}
+
+/// A for-update lock is refused both ways, with `Error::RowLocked`, and its holder
+/// keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_for_update_lock_is_refused() -> anyhow::Result<()> {
+    for b in common::servers("revoke_for_update").await {
+        b.fresh_table().await?;
+        let holding = b.builder().await?.strategy(Strategy::ForUpdate).build()?;
+        let operator = b.locker().await?;
+        let guard = holding.acquire("row").await?;
+        match operator.force_release("row").await {
+            Err(sqlock::Error::RowLocked { key }) => assert_eq!(key, "row"),
+            other => panic!("{}: revoked a for-update lock: {other:?}", b.dialect),
+        }
+        match operator.force_release_now("row").await {
+            Err(sqlock::Error::RowLocked { key }) => assert_eq!(key, "row"),
+            other => panic!("{}: released a for-update lock: {other:?}", b.dialect),
+        }
+        assert!(!guard.is_lost(), "{}", b.dialect);
+        assert!(
+            operator.try_acquire("row").await?.is_none(),
+            "{}",
+            b.dialect
+        );
+        guard.release().await?;
+    }
+    Ok(())
+}
