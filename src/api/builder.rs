@@ -97,6 +97,15 @@ impl LockerBuilder {
     /// lock), so each waiter sends about one statement per release it is woken for,
     /// plus its polls.
     ///
+    /// The holders hear it too: an operator's revocation
+    /// ([`Locker::force_release`], which announces the key whatever the revoking
+    /// handle's setting) has every handle of the family that holds a renewed lease of
+    /// the key renew it at once, so the holder's [`lost`](crate::LockGuard::lost)
+    /// fires with [`LostReason::Revoked`](crate::LostReason::Revoked) within a round
+    /// trip rather than at its next renewal. For that the listener runs from the
+    /// family's first renewed lease too, and each (re)connection of it renews every
+    /// lease held once, since a revocation may have gone unheard meanwhile.
+    ///
     /// Notifications are a hint: correctness never rests on them. Waiters keep polling
     /// underneath (with longer default waits, see
     /// [`poll_interval`](Self::poll_interval)); a listener that cannot connect is
