@@ -118,7 +118,7 @@ mod keepers;
 mod strategy;
 mod support;
 
-pub use api::admin::{LockInfo, MAX_LISTED};
+pub use api::admin::{LockInfo, Revocation, MAX_LISTED};
 pub use api::builder::{
     LockerBuilder, DEFAULT_KEEPALIVE, DEFAULT_NOTIFY_POLL_MAX, DEFAULT_NOTIFY_POLL_MIN,
     DEFAULT_POLL_MAX, DEFAULT_POLL_MIN, DEFAULT_TTL,

@@ -42,6 +42,8 @@ fn bounds() {
     let l = locker.clone();
     send_static(async move { l.force_release("k").await });
     let l = locker.clone();
+    send_static(async move { l.force_release_now("k").await });
+    let l = locker.clone();
     send_static(async move { l.list().await });
     let l = locker.clone();
     send_static(async move { l.lock_info("k").await });
@@ -135,7 +137,7 @@ async fn lost_wait_and_with_lock_run_in_spawned_tasks() -> anyhow::Result<()> {
             .expect("free");
         let mut lost = g.lost();
         let waiter = tokio::spawn(async move { lost.wait().await });
-        assert!(operator.force_release("k").await?);
+        assert!(operator.force_release_now("k").await?);
         let reason = tokio::time::timeout(Duration::from_secs(10), waiter).await??;
         assert_eq!(reason, LostReason::NotHeld);
         assert!(!g.release().await?);

@@ -617,7 +617,7 @@ async fn lead_cancels_the_work_when_leadership_is_lost() -> anyhow::Result<()> {
         let first_term = tokio::time::timeout(DEADLINE, started_rx.recv())
             .await?
             .context("the work started")?;
-        assert!(admin.force_release(&key).await?, "{what}");
+        assert!(admin.force_release_now(&key).await?, "{what}");
         let outcome = tokio::time::timeout(DEADLINE, lead).await??;
         match outcome {
             Err(Error::LeadershipLost {
@@ -653,7 +653,7 @@ async fn lead_cancels_the_work_when_leadership_is_lost() -> anyhow::Result<()> {
         let first = tokio::time::timeout(DEADLINE, started_rx.recv())
             .await?
             .context("the first term")?;
-        assert!(admin.force_release(&key).await?, "{what}");
+        assert!(admin.force_release_now(&key).await?, "{what}");
         let last = tokio::time::timeout(DEADLINE, again).await???;
         assert!(last > first, "{what}: term {last} after {first}");
         assert!(

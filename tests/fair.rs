@@ -534,7 +534,7 @@ async fn list_shows_waiters_and_force_release_hands_on() -> anyhow::Result<()> {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].strategy, "fair");
         assert_eq!(listed[0].waiters, 1, "{}", b.dialect);
-        assert!(holder.force_release(key).await?);
+        assert!(holder.force_release_now(key).await?);
         let g = tokio::time::timeout(DEADLINE, waiting).await???;
         assert!(g.fencing_token() > guard.fencing_token());
         assert!(!guard.release().await?);
@@ -588,7 +588,7 @@ async fn force_release_leaves_no_window_for_a_newcomer() -> anyhow::Result<()> {
                 Ok(tries)
             });
             tokio::time::sleep(Duration::from_millis(20)).await;
-            assert!(base.force_release(&key).await?);
+            assert!(base.force_release_now(&key).await?);
             let info = base.lock_info(&key).await?.context("handed on")?;
             stop.send_replace(true);
             tried += rival.await??;

@@ -207,7 +207,7 @@ async fn round(b: &common::Backend, notify: bool, restore: &mut Restore) -> anyh
 
     // Released, swept, taken afresh: the token rises past every grant before the crash.
     assert!(g.release().await?);
-    assert!(after.force_release("leave").await?);
+    assert!(after.force_release_now("leave").await?);
     after.sweep(sqlock::SweepOptions::new()).await?;
     for (key, before) in [("release", token), ("leave", still_token)] {
         let fresh = newcomer

@@ -1,9 +1,10 @@
 //! A fair lock (`Strategy::Fair`) held is a lease like any other: the guard it gives has
 //! the lease's semantics. The watchdog renews a fair hold past its TTL, also one that
 //! came through the queue; `extend` moves the row's expiry, and answers `false` once
-//! the hold was released by force; an operator's `force_release` fires the holder's
-//! lost signal and hands the lock to the first queued waiter in the force release
-//! itself; a request's `timeout` answers `Error::Timeout` and leaves the queue; the
+//! the hold was revoked (`force_release`), whose holder's release then frees the key;
+//! an operator's immediate `force_release_now` fires the holder's lost signal and
+//! hands the lock to the first queued waiter in the force release itself (a revoked
+//! fair lock's handoff is in `force_release.rs`); a request's `timeout` answers `Error::Timeout` and leaves the queue; the
 //! holder re-enters its key while others wait, who wait on until its last release;
 //! acquire futures and guards move across tasks. On every backend: a SQLite file,
 //! PostgreSQL (with and without notifications) and MariaDB.
@@ -85,8 +86,9 @@ async fn the_watchdog_renews_a_fair_hold() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `extend` on a fair guard moves the row's expiry to the guard's new one; after a
-/// force release it answers `false` and takes nothing back.
+/// `extend` on a fair guard moves the row's expiry to the guard's new one; once the
+/// hold is revoked it answers `false` and takes nothing back, and the holder's release
+/// gives the key back at once.
 #[tokio::test]
 async fn extend_moves_a_fair_expiry() -> anyhow::Result<()> {
     for b in common::backends("fair_guard_extend").await {
@@ -107,21 +109,26 @@ async fn extend_moves_a_fair_expiry() -> anyhow::Result<()> {
             );
             assert_eq!(info.fencing_token, guard.fencing_token());
 
-            assert!(holder.force_release(&key).await?);
+            // Revoked: the holder can no longer extend it, and the key stays busy
+            // until the holder gives it back, which frees it at once.
+            let revoked = holder.force_release(&key).await?.context("held")?;
+            assert_eq!(revoked.revoked, 1, "{}", b.dialect);
             assert!(
                 !guard.extend(Duration::from_secs(120)).await?,
                 "{}",
                 b.dialect
             );
+            assert!(holder.lock_info(&key).await?.is_some(), "{}", b.dialect);
+            assert!(guard.release().await?, "{}", b.dialect);
             assert!(holder.lock_info(&key).await?.is_none(), "{}", b.dialect);
-            assert!(!guard.release().await?);
         }
     }
     Ok(())
 }
 
-/// A force release fires the fair holder's lost signal (`NotHeld`), and hands the lock
-/// to the first queued waiter within the force release: that waiter polls only every
+/// An immediate force release (`force_release_now`, for a holder known to be gone)
+/// fires the fair holder's lost signal (`NotHeld`), and hands the lock to the first
+/// queued waiter within the force release: that waiter polls only every
 /// 30 s and is never notified, so only the force release can have made it the row's
 /// owner by the time it returns. When that waiter stops waiting, its grant goes on to
 /// the waiter behind it, and the queue empties.
@@ -150,7 +157,7 @@ async fn force_release_fires_lost_and_hands_on() -> anyhow::Result<()> {
             until(|| async { Ok(queued(&b, &holder, &key).await? == 2) }).await?;
 
             let operator = holder.new_handle();
-            assert!(operator.force_release(&key).await?);
+            assert!(operator.force_release_now(&key).await?);
             let info = operator.lock_info(&key).await?.context("not handed on")?;
             assert_eq!(info.owner, first_owner, "{}/{notify}", b.dialect);
             assert!(info.fencing_token > guard.fencing_token(), "{info:?}");

@@ -217,7 +217,7 @@ async fn a_held_row_lock_holds_up_no_renewal_of_other_keys() -> anyhow::Result<(
         let other = b.locker().await?;
         let victim = other.try_acquire("d-forced").await?.expect("free");
         assert!(
-            other.force_release("d-forced").await?,
+            other.force_release_now("d-forced").await?,
             "{}: a force release was held up by another key's row lock",
             b.dialect
         );

@@ -192,7 +192,7 @@ async fn a_loss_and_renewals_move_their_counters() -> anyhow::Result<()> {
         until("a renewal", || counter(&renewals) > r0).await?;
 
         let l0 = counter(&losses);
-        assert!(operator.force_release("lost-job").await?, "{d}");
+        assert!(operator.force_release_now("lost-job").await?, "{d}");
         let reason = tokio::time::timeout(PATIENCE, guard.lost().wait()).await?;
         assert_eq!(reason, sqlock::LostReason::NotHeld, "{d}");
         assert_eq!(counter(&losses), l0 + 1, "{d}");

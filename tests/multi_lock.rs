@@ -299,7 +299,7 @@ async fn one_key_lost_is_the_set_lost() -> anyhow::Result<()> {
         let mut lost = set.lost();
         assert!(!set.is_lost());
         // An operator frees "q"; the watchdog's next renewal finds it gone.
-        assert!(locker.force_release("q").await?);
+        assert!(locker.force_release_now("q").await?);
         let reason = tokio::time::timeout(DEADLINE, lost.wait()).await?;
         assert_eq!(reason, sqlock::LostReason::NotHeld);
         assert!(set.is_lost());

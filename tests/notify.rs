@@ -100,7 +100,7 @@ async fn a_force_release_wakes_waiters_too() -> anyhow::Result<()> {
             tokio::spawn(async move { waiter.acquire_timeout("stuck", DEADLINE).await })
         };
         tokio::time::sleep(Duration::from_secs(1)).await;
-        assert!(holder.force_release("stuck").await?);
+        assert!(holder.force_release_now("stuck").await?);
         let got = task.await?;
         assert!(got.is_ok(), "not woken by a force release: {got:?}");
     }

@@ -471,7 +471,7 @@ async fn an_extended_read_pushes_its_name() -> anyhow::Result<()> {
             "{}: the downgraded name expires before its extended read",
             b.dialect
         );
-        assert!(other.force_release("extended").await?);
+        assert!(other.force_release_now("extended").await?);
         assert!(
             !shared.extend(far).await?,
             "{}: extended a released read",
@@ -504,7 +504,11 @@ async fn force_releasing_a_shared_name_releases_its_holds() -> anyhow::Result<()
                 Held::Permits(g) => g.lost(),
                 _ => unreachable!(),
             };
-            assert!(operator.force_release(&key).await?, "{} {p:?}", b.dialect);
+            assert!(
+                operator.force_release_now(&key).await?,
+                "{} {p:?}",
+                b.dialect
+            );
             let g = operator.try_acquire(&key).await?;
             assert!(g.is_some(), "{} {p:?}: the name stayed held", b.dialect);
             let mut lost = lost;
@@ -517,13 +521,13 @@ async fn force_releasing_a_shared_name_releases_its_holds() -> anyhow::Result<()
         // One read at a time.
         let a = r1.read_lock("one").acquire().await?;
         let c = r2.read_lock("one").acquire().await?;
-        assert!(operator.force_release(a.key()).await?);
+        assert!(operator.force_release_now(a.key()).await?);
         assert_eq!(
             operator.lock_info("one").await?.map(|l| l.hold_count),
             Some(1)
         );
         assert!(operator.try_acquire("one").await?.is_none());
-        assert!(operator.force_release(c.key()).await?);
+        assert!(operator.force_release_now(c.key()).await?);
         let g = operator.try_acquire("one").await?;
         assert!(
             g.is_some(),

@@ -90,7 +90,8 @@ async fn renewal_extension_and_listing_through_pgbouncer() -> anyhow::Result<()>
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].fencing_token, guard.fencing_token());
         assert!(guard.release().await?);
-        assert!(other.force_release("nothing-held").await.is_ok());
+        assert!(other.force_release_now("nothing-held").await.is_ok());
+        assert!(other.force_release("nothing-held").await?.is_none());
     }
     Ok(())
 }

@@ -803,7 +803,7 @@ async fn a_force_released_read_fires_its_lost_signal() -> anyhow::Result<()> {
         let mut lost = read.lost();
         assert!(!read.is_lost());
         assert!(
-            operator.force_release(read.key()).await?,
+            operator.force_release_now(read.key()).await?,
             "{}: nothing live was released",
             b.dialect
         );

@@ -208,7 +208,7 @@ async fn assert_plans(b: &common::Backend, name: &str) -> anyhow::Result<()> {
         .await;
     assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
     // shared_holds: an operator's release of the name finds its reads.
-    assert!(locker.force_release(name).await?);
+    assert!(locker.force_release_now(name).await?);
     assert!(!theirs.release().await?);
     let prepared: Vec<String> = sqlx::query_scalar("SELECT statement FROM pg_prepared_statements")
         .fetch_all(&one)

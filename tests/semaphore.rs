@@ -375,7 +375,12 @@ async fn one_lost_permit_fires_the_set_s_lost_signal() -> anyhow::Result<()> {
         let mut lost = guard.lost();
         assert!(!guard.is_lost());
         // An operator frees one permit: its renewal finds it gone.
-        assert!(locker.new_handle().force_release(guard.keys()[1]).await?);
+        assert!(
+            locker
+                .new_handle()
+                .force_release_now(guard.keys()[1])
+                .await?
+        );
         let reason = tokio::time::timeout(Duration::from_secs(30), lost.wait()).await?;
         assert_eq!(reason, sqlock::LostReason::NotHeld, "{}", b.dialect);
         assert!(guard.is_lost() && guard.lost_reason().is_some());

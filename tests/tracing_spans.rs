@@ -147,7 +147,7 @@ async fn acquisitions_releases_busy_answers_and_losses_are_traced() -> anyhow::R
 
     // A loss: the lease released by force, found by the next renewal.
     let guard = a.acquire("lost").await?;
-    assert!(other.force_release("lost").await?);
+    assert!(other.force_release_now("lost").await?);
     tokio::time::timeout(Duration::from_secs(60), guard.lost().wait()).await?;
     let lost = recorder.events(Level::WARN, "lock lost");
     assert!(

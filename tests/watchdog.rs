@@ -57,7 +57,7 @@ async fn a_thousand_leases_cost_at_most_two_statements_a_tick() -> anyhow::Resul
         // tick must also find out which one was lost.
         tokio::time::sleep(Duration::from_millis(3_200)).await;
         let other = b.locker().await?;
-        assert!(other.force_release("lease-7").await?);
+        assert!(other.force_release_now("lease-7").await?);
         // The next tick finds the loss; a bound only, as a tick may be late.
         tokio::time::timeout(Duration::from_secs(30), guards[7].lost().wait()).await?;
         let s = a.watchdog_stats();
@@ -98,9 +98,9 @@ async fn force_release_fires_the_lost_signal_within_a_period() -> anyhow::Result
         let mut g = a.lock("k").ttl(ttl).try_acquire().await?.expect("k");
         let token = g.fencing_token();
         let mut lost = g.lost();
-        assert!(operator.force_release("k").await?, "{}", b.dialect);
+        assert!(operator.force_release_now("k").await?, "{}", b.dialect);
         assert!(
-            !operator.force_release("k").await?,
+            !operator.force_release_now("k").await?,
             "{}: nothing left to release",
             b.dialect
         );
@@ -246,7 +246,7 @@ async fn with_lock_cancels_the_work_when_the_lock_is_lost() -> anyhow::Result<()
         let killer = tokio::spawn(async move {
             started.await?;
             operator
-                .force_release("k")
+                .force_release_now("k")
                 .await
                 .map_err(anyhow::Error::from)
         });

@@ -38,8 +38,11 @@ use sqlock::{Dialect, Strategy, TableName};
 ///   75   `run`: the lock was not acquired (busy with --no-wait, or --wait ran out);
 ///        `release --force`: the lock was not held; `status`: the lock is free;
 ///        `leader`: nobody leads
-///   76   `run`: the lock was lost while the command ran; `elect`: leadership was
-///        lost while the command ran (without --again)
+///   76   `run`: the lock was lost (or revoked by `release --force`) while the
+///        command ran; `elect`: leadership was lost while the command ran (without
+///        --again)
+///   77   `release --force`: the key is held by a for-update lock, which ends only
+///        with its holder's transaction
 ///   126  `run`, `elect`: the command could not be executed (permission denied)
 ///   127  `run`, `elect`: the command was not found
 #[derive(Debug, Parser)]
@@ -96,7 +99,9 @@ pub enum Command {
     ///   - SIGINT, SIGTERM and SIGHUP sent to sqlock are passed on to the whole group
     ///     (a signal while sqlock still waits for the lock ends the wait: 128+N);
     ///   - if the lock is lost, the whole group gets SIGTERM, then SIGKILL after 2 s,
-    ///     and sqlock exits 76;
+    ///     and sqlock exits 76; if an operator revoked it (`release --force`, heard at
+    ///     the next renewal, at once on PostgreSQL), sqlock gives it back once the
+    ///     group is empty, so that the next holder never runs beside this command;
     ///   - when the command exits, what it left running in its group gets SIGTERM,
     ///     then SIGKILL after 2 s, and the lock is released only once the group is
     ///     empty;
@@ -211,17 +216,37 @@ pub enum Command {
         key: String,
     },
 
-    /// Release a lock whoever holds it: an operator's escape hatch
+    /// Take a lock from its holder: an operator's escape hatch
     ///
-    /// The key's fencing token moves on, so the holder's renewals fail and its
-    /// `sqlock run` stops its command and exits 76 within one renewal period.
+    /// By default the lock is revoked, and no two holders ever run at once: the key
+    /// stays busy for everyone while its holder is told, stops and gives it back. The
+    /// holder's `sqlock run` hears of it at its next renewal (at once on PostgreSQL),
+    /// stops its command (SIGTERM, then SIGKILL after 2 s), gives the lock back and
+    /// exits 76. The key is free once the holder has given it back, or at the lease's
+    /// expiry as it stood when revoked, whichever comes first: that instant is printed
+    /// (with --json, "free_by" and "free_in_ms"). A holder that never gives it back (a
+    /// paused or unreachable process) keeps the key until then. The holder's fenced
+    /// writes still pass meanwhile: nobody else can hold the key. A name held in
+    /// shared mode has each of its reads or permits revoked (new ones may come
+    /// meanwhile); a fair lock goes to its next waiter when given back.
     ///
-    /// Exit status: 0 when a held lock was released; 75 when nothing was held.
+    /// With --holder-gone the lock is released at once, as for a holder known to be
+    /// dead: the key is free now, and its fencing token moves on, but a holder that
+    /// still runs goes on until its next renewal (a third of its TTL), overlapping the
+    /// next holder.
+    ///
+    /// Exit status: 0 when a held lock was revoked (or released, with --holder-gone);
+    /// 75 when nothing was held; 77 when a for-update lock holds the key (it cannot be
+    /// released by force: end its holder's transaction or session).
     #[command(verbatim_doc_comment)]
     Release {
-        /// Required: releasing another owner's lock is never implicit.
+        /// Required: taking another owner's lock is never implicit.
         #[arg(long, required = true)]
         force: bool,
+        /// Release at once instead of revoking: only for a holder known to be gone, as
+        /// a live one runs on until its next renewal, beside the next holder.
+        #[arg(long)]
+        holder_gone: bool,
         /// Print a JSON object instead of text.
         #[arg(long)]
         json: bool,

@@ -46,6 +46,9 @@ pub const EXIT_NOT_ACQUIRED: i32 = 75;
 /// `run`: the lock was lost while the command ran, which was stopped; `elect`: so was
 /// the leadership (without `--again`).
 pub const EXIT_LOST: i32 = 76;
+/// `release --force`: the key is held by a for-update lock, which cannot be released
+/// by force: it ends with its holder's transaction (`EX_NOPERM`).
+pub const EXIT_ROW_LOCKED: i32 = 77;
 /// `run`: the command exists but could not be executed (as shells report it).
 pub const EXIT_CANNOT_EXECUTE: i32 = 126;
 /// `run`: the command was not found (as shells report it).
@@ -69,6 +72,8 @@ pub enum Failure {
     NotHeld(String),
     /// The lock was lost.
     Lost(String),
+    /// The lock cannot be released by force: a for-update lock.
+    RowLocked(String),
     /// The command to run could not be executed.
     CannotExecute(String),
     /// The command to run was not found.
@@ -84,6 +89,7 @@ pub fn exit_status(failure: &Failure) -> i32 {
         Failure::Unavailable(_) => EXIT_UNAVAILABLE,
         Failure::NotAcquired(_) | Failure::NotHeld(_) => EXIT_NOT_ACQUIRED,
         Failure::Lost(_) => EXIT_LOST,
+        Failure::RowLocked(_) => EXIT_ROW_LOCKED,
         Failure::CannotExecute(_) => EXIT_CANNOT_EXECUTE,
         Failure::NotFound(_) => EXIT_NOT_FOUND,
         Failure::Other(_) => EXIT_SOFTWARE,
@@ -98,6 +104,7 @@ impl Failure {
             | Self::NotAcquired(m)
             | Self::NotHeld(m)
             | Self::Lost(m)
+            | Self::RowLocked(m)
             | Self::CannotExecute(m)
             | Self::NotFound(m)
             | Self::Other(m) => m,
@@ -152,11 +159,9 @@ impl From<sqlock::Error> for Failure {
                 duration::human(took),
                 duration::human(ttl)
             )),
-            // A for-update lock: it ends with its holder's transaction, not by force.
-            E::RowLocked { .. } => Self::NotAcquired(format!(
-                "{e}; a for-update lock cannot be released by force: end its holder's \
-                 transaction or session"
-            )),
+            // Met elsewhere than `release --force` (which answers it with a code of its
+            // own, see `ops::release`): a row locked for longer than the tool waits.
+            E::RowLocked { .. } => Self::NotAcquired(e.to_string()),
             E::LockLost { .. } | E::LeadershipLost { .. } => Self::Lost(e.to_string()),
             // The tool turns presence on only where the check allowed it; should the
             // marker still fail (its file, its connection), say how to go without.
@@ -466,19 +471,19 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             | Command::Sweep { every: Some(_), .. }
     );
     let pool = connect::connect(&database, pooling, creates).await?;
-    // On PostgreSQL, where notifications can work: a resignation wakes the other
-    // candidates at once rather than at their next poll, and a fair waiter is woken by
-    // the notification naming it (a transaction-pooling proxy cannot deliver them).
-    let fair = matches!(&cli.command, Command::Run(r) if r.strategy() == sqlock::Strategy::Fair);
-    let elect = matches!(cli.command, Command::Elect(_));
+    // On PostgreSQL, where notifications can work: an operator's revocation of the
+    // lock a `run` or `elect` holds reaches it at once rather than at its next renewal,
+    // a resignation wakes the other candidates at once rather than at their next poll,
+    // and a fair waiter is woken by the notification naming it (a transaction-pooling
+    // proxy cannot deliver them).
+    let holds = matches!(cli.command, Command::Run(_) | Command::Elect(_));
     let mut builder = Locker::builder(pool.clone())
         .table(cli.table.as_str())
         .transaction_pooling(pooling);
-    if (fair || elect) && pool.dialect() == Dialect::Postgres && !pooling {
+    if holds && pool.dialect() == Dialect::Postgres && !pooling {
         builder = builder.notify_waiters(true);
     }
     let mut locker = builder.clone().build()?;
-    let holds = matches!(cli.command, Command::Run(_) | Command::Elect(_));
     if holds && !cli.no_presence && !connect::no_presence_from_env() {
         // Presence where it is safe: the check asks the server once (a Galera node
         // says no), and a server that cannot be asked is left to the commands.
@@ -497,7 +502,12 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Leader { name, json } => elect::leader(&locker, &name, json).await,
         Command::List { json } => ops::list(&locker, json).await,
         Command::Status { key, json } => ops::status(&locker, &key, json).await,
-        Command::Release { key, json, .. } => ops::release(&locker, &key, json).await,
+        Command::Release {
+            key,
+            json,
+            holder_gone,
+            ..
+        } => ops::release(&locker, &key, holder_gone, json).await,
         Command::Sweep {
             unschedule: true,
             json,

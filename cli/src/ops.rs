@@ -292,11 +292,90 @@ pub(crate) fn printable(key: &str) -> String {
     }
 }
 
-/// `release --force KEY`: ends the lock whoever holds it. Not held is exit 75.
-pub(crate) async fn release(locker: &Locker, key: &str, json: bool) -> Result<i32, Failure> {
-    // Looked up first only to say whose lock it was: force_release does not tell.
+/// `release --force KEY`: revokes the lock whoever holds it (`--holder-gone`: releases
+/// it at once). Not held is exit 75; a for-update lock, which cannot be released by
+/// force, exit 77.
+pub(crate) async fn release(
+    locker: &Locker,
+    key: &str,
+    holder_gone: bool,
+    json: bool,
+) -> Result<i32, Failure> {
+    let refused = |e: sqlock::Error| match e {
+        sqlock::Error::RowLocked { .. } => Failure::RowLocked(format!(
+            "{e}; a for-update lock cannot be released by force: end its holder's \
+             transaction or session"
+        )),
+        e => Failure::from(e),
+    };
+    if holder_gone {
+        return release_now(locker, key, json, refused).await;
+    }
+    let revoked = locker.force_release(key).await.map_err(refused)?;
+    if json {
+        let lock = revoked.as_ref().map(|r| &r.lock);
+        println!(
+            "{}",
+            serde_json::json!({
+                "key": key,
+                "mode": "revoke",
+                "revoked": revoked.is_some(),
+                "released": false,
+                "holds_revoked": revoked.as_ref().map_or(0, |r| r.revoked),
+                // A name held in shared mode has no owner: null.
+                "owner": lock.map(|l| l.owner.as_str()).filter(|o| !o.is_empty()),
+                "fencing_token": lock.map(|l| l.fencing_token),
+                "free_by": lock.map(|l| l.expires_at.to_rfc3339()),
+                "free_in_ms": lock.map(|l| u64::try_from(l.expires_in.as_millis())
+                    .unwrap_or(u64::MAX)),
+            })
+        );
+    }
+    let Some(r) = revoked else {
+        return Err(Failure::NotHeld(format!(
+            "lock {key:?} was not held: nothing revoked"
+        )));
+    };
+    if !json {
+        let l = &r.lock;
+        let by = format!("{} (in {})", utc(l.expires_at), human(l.expires_in));
+        match shared_mode(l) {
+            Some(_) => println!(
+                "revoked lock {key:?} (held in shared mode by {}; {} revoked): each holder \
+                 is told to stop and give its hold back; the name is free once they all \
+                 have, or at {by} at the latest, unless new holders take it meanwhile",
+                holds_of(l),
+                r.revoked
+            ),
+            None if r.revoked == 0 => println!(
+                "lock {key:?} (owner {}, fencing token {}) has no hold left to revoke \
+                 (revoked before, or kept by an at-least hold): it is free once its holder \
+                 gives it back, or at {by} at the latest",
+                l.owner, l.fencing_token
+            ),
+            None => println!(
+                "revoked lock {key:?} (owner {}, fencing token {}): its holder is told to \
+                 stop and give it back; the key is free once it has, or at {by} at the \
+                 latest",
+                l.owner, l.fencing_token
+            ),
+        }
+    }
+    Ok(0)
+}
+
+/// `release --force --holder-gone KEY`: releases the lock at once, whoever holds it:
+/// the key is free to others now, while a holder that is still alive runs on until
+/// its next renewal.
+async fn release_now(
+    locker: &Locker,
+    key: &str,
+    json: bool,
+    refused: impl Fn(sqlock::Error) -> Failure,
+) -> Result<i32, Failure> {
+    // Looked up first only to say whose lock it was: force_release_now does not tell.
     let held = locker.lock_info(key).await?;
-    let released = locker.force_release(key).await?;
+    let released = locker.force_release_now(key).await.map_err(refused)?;
     if json {
         // Taken between the two statements, its holder is unknown: null.
         let (owner, token) = match (&held, released) {
@@ -311,6 +390,8 @@ pub(crate) async fn release(locker: &Locker, key: &str, json: bool) -> Result<i3
             "{}",
             serde_json::json!({
                 "key": key,
+                "mode": "holder-gone",
+                "revoked": false,
                 "released": released,
                 "owner": owner,
                 "fencing_token": token,
@@ -323,16 +404,19 @@ pub(crate) async fn release(locker: &Locker, key: &str, json: bool) -> Result<i3
         )));
     }
     if !json {
+        let now = "the key is free now; a holder still running stops only at its next \
+                   renewal";
         match held {
             Some(l) if shared_mode(&l).is_some() => println!(
-                "released lock {key:?} (held in shared mode by {}, each released)",
+                "released lock {key:?} at once (held in shared mode by {}, each \
+                 released): {now}",
                 holds_of(&l)
             ),
             Some(l) => println!(
-                "released lock {key:?} (owner {}, fencing token {})",
+                "released lock {key:?} at once (owner {}, fencing token {}): {now}",
                 l.owner, l.fencing_token
             ),
-            None => println!("released lock {key:?}"),
+            None => println!("released lock {key:?} at once: {now}"),
         }
     }
     Ok(0)

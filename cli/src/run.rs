@@ -110,6 +110,25 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
     let mut lost = guard.lost();
     let (status, signalled) = match supervise(tree, watcher, &mut lost, &mut signals).await {
         Supervised::Exited { status, signalled } => (status, signalled),
+        Supervised::Lost(LostReason::Revoked) => {
+            // Revoked: the key stays busy for everyone until it is given back (or its
+            // lease lapses). The command's group is gone: give it back now, awaited,
+            // since a release left to a dropped guard would never run in a process
+            // about to exit.
+            let given_back = guard.release().await;
+            let back = match given_back {
+                Ok(_) => "the lock was given back".to_owned(),
+                Err(e) => format!(
+                    "the lock could not be given back ({}), and frees at its expiry",
+                    Failure::from(e).message()
+                ),
+            };
+            return Err(Failure::Lost(format!(
+                "lock {:?} was revoked by an operator (sqlock release --force) while the \
+                 command ran; the command and its processes were stopped, and {back}",
+                args.key
+            )));
+        }
         Supervised::Lost(reason) => {
             // No longer ours: this only ends the guard's bookkeeping.
             let _ = guard.release().await;
@@ -132,7 +151,7 @@ pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> 
             _ = signals.recv() => {}
         }
     }
-    finish(guard, &args.key, status).await
+    finish(guard, &args.key, status, lost.reason()).await
 }
 
 /// How a command run under a lock (or a leadership) ended.
@@ -271,8 +290,14 @@ pub(crate) async fn start(
 }
 
 /// Releases the lock after the command's group ended. The command's status is the
-/// answer, unless the lock turned out lost before it was given back.
-async fn finish(guard: Held, key: &str, status: i32) -> Result<i32, Failure> {
+/// answer, unless the lock turned out lost (`reason`, if the signal had fired) before
+/// it was given back.
+async fn finish(
+    guard: Held,
+    key: &str,
+    status: i32,
+    reason: Option<LostReason>,
+) -> Result<i32, Failure> {
     let was_lost = guard.is_lost();
     let still_ours = match guard.release().await {
         Ok(still_ours) => still_ours,
@@ -286,6 +311,14 @@ async fn finish(guard: Held, key: &str, status: i32) -> Result<i32, Failure> {
             true
         }
     };
+    if was_lost && reason == Some(LostReason::Revoked) {
+        // Revoked while the command was finishing (or during --at-least): the release
+        // above gave it back.
+        return Err(Failure::Lost(format!(
+            "lock {key:?} was revoked by an operator (sqlock release --force) before it \
+             could be released; it was given back"
+        )));
+    }
     if was_lost || !still_ours {
         return Err(Failure::Lost(format!(
             "lock {key:?} was lost before it could be released"

@@ -364,7 +364,11 @@ fn every_command_with_output_speaks_json() {
         let o = b.sqlock(&["release", "--force", "--json", &k]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let j = &json_lines(&what("release"), &o)[0];
-        assert_eq!(j["released"], true, "{j}");
+        assert_eq!(j["revoked"], true, "{j}");
+        assert_eq!(j["released"], false, "{j}");
+        assert_eq!(j["mode"], "revoke", "{j}");
+        assert_eq!(j["holds_revoked"], 1, "{j}");
+        assert!(j["free_by"].is_string() && j["free_in_ms"].is_u64(), "{j}");
         assert_eq!(j["key"], k.as_str(), "{j}");
         assert_eq!(j["owner"], held["owner"], "{j} {held}");
         assert_eq!(j["fencing_token"], held["fencing_token"], "{j} {held}");
@@ -377,8 +381,14 @@ fn every_command_with_output_speaks_json() {
         let o = b.sqlock(&["release", "--force", "--json", &k]);
         assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
         let j = &json_lines(&what("release again"), &o)[0];
+        assert_eq!(j["revoked"], false, "{j}");
         assert_eq!(j["released"], false, "{j}");
-        assert!(j["owner"].is_null(), "{j}");
+        assert!(j["owner"].is_null() && j["free_by"].is_null(), "{j}");
+        let o = b.sqlock(&["release", "--force", "--holder-gone", "--json", &k]);
+        assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+        let j = &json_lines(&what("release --holder-gone"), &o)[0];
+        assert_eq!(j["mode"], "holder-gone", "{j}");
+        assert_eq!(j["released"], false, "{j}");
     });
 }
 
@@ -421,6 +431,7 @@ fn readme_says_what_help_says() {
             sqlock_cli::EXIT_SOFTWARE,
             sqlock_cli::EXIT_NOT_ACQUIRED,
             sqlock_cli::EXIT_LOST,
+            sqlock_cli::EXIT_ROW_LOCKED,
             sqlock_cli::EXIT_CANNOT_EXECUTE,
             sqlock_cli::EXIT_NOT_FOUND,
         ]

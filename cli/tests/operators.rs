@@ -1,5 +1,6 @@
 //! Scenario 5, the operator's commands: `list` shows held locks and not released
-//! ones, `release --force` makes the holder exit 76, `sweep` reclaims the rows of
+//! ones, `release --force` revokes the lock and makes the holder exit 76 (giving it
+//! back: then nothing is held), `sweep` reclaims the rows of
 //! killed holders and reports how many, and `sweep --every` runs until signalled.
 
 mod common;
@@ -107,14 +108,14 @@ fn list_and_release_force() {
         let forced = Instant::now();
         assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr(&o));
         assert!(
-            stdout(&o).contains("released") && stdout(&o).contains(&owner),
+            stdout(&o).contains("revoked") && stdout(&o).contains(&owner),
             "{what}: {}",
             stdout(&o)
         );
         // Within one renewal period (a third of the 15 s TTL), and the command stopped
-        // (it ends on SIGTERM). The bound is the contract's, with slack for a loaded
-        // machine: a holder that only noticed when its lease lapsed would take 10 s or
-        // more (its last renewal at most 5 s before the release).
+        // (it ends on SIGTERM), the lock given back. The bound is the contract's, with
+        // slack for a loaded machine: a holder that only noticed when its lease lapsed
+        // would take 10 s or more (its last renewal at most 5 s before the release).
         assert_eq!(
             wait_exit(&mut holder, Duration::from_secs(30)),
             76,

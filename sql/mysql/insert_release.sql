@@ -6,11 +6,13 @@
 -- statement; lease_held, which waits on nothing, then tells whether the lease is still
 -- ours (a short lock: try again) or not (nothing to do). Short locks (another owner's
 -- attempt on a held key) are simply waited out.
+-- A row with no hold left, revoked by an operator (force_release), is deleted by its
+-- holder's release too: that is the holder giving it back.
 SET STATEMENT innodb_lock_wait_timeout = 1 FOR
 DELETE FROM `{table}`
 WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token
   AND locked
-  AND hold_count = 1
+  AND hold_count <= 1
   AND expires_at > UTC_TIMESTAMP(6)

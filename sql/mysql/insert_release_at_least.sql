@@ -3,12 +3,15 @@
 -- passed since it was taken (acquired_at, on the database clock). Before that nothing
 -- matches, and lease_release_at_least keeps the row until the hold ends.
 -- A second at most on a row lock, as insert_release.
+-- A row with no hold left, revoked by an operator (force_release), is deleted by its
+-- holder's release at once, whatever its at-least hold: that is the holder giving it
+-- back, and a revoked lease never outlasts the expiry it had.
 SET STATEMENT innodb_lock_wait_timeout = 1 FOR
 DELETE FROM `{table}`
 WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token
   AND locked
-  AND hold_count = 1
   AND expires_at > UTC_TIMESTAMP(6)
-  AND acquired_at + INTERVAL :at_least_us MICROSECOND <= UTC_TIMESTAMP(6)
+  AND (hold_count = 0
+       OR (hold_count = 1 AND acquired_at + INTERVAL :at_least_us MICROSECOND <= UTC_TIMESTAMP(6)))

@@ -3,7 +3,8 @@
 -- renewal in flight and an extension cannot undo each other).
 -- MariaDB has no UPDATE ... RETURNING, so the new expiry (microseconds since the epoch)
 -- comes back in the OK packet through LAST_INSERT_ID(expr); no row matches when the
--- lease lapsed, was released or was taken.
+-- lease lapsed, was released or was taken, or has no hold left (revoked by an
+-- operator, whose holder is to give it back).
 -- A second at most on a row lock: the row of a lease that lapsed may be held by a
 -- for-update holder for a whole transaction. A row still locked then fails the
 -- statement; lease_held, which waits on nothing, then tells whether the lease is still
@@ -20,4 +21,5 @@ WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token
   AND locked
+  AND hold_count > 0
   AND expires_at > UTC_TIMESTAMP(6)

@@ -10,14 +10,19 @@
 -- becomes of the process that released it (presence takes over a crashed holder's).
 -- Assigned left to right: hold_count is read before it is decremented last.
 -- A second at most on a row lock, as lease_release.
+-- A lease with no hold left, revoked by an operator (force_release), is freed at
+-- once by its holder's release, whatever its at-least hold: that is the holder giving
+-- it back, and a revoked lease never outlasts the expiry it had. The count never goes
+-- below 0.
 SET STATEMENT innodb_lock_wait_timeout = 1 FOR
 UPDATE `{table}` SET
     locked = hold_count > 1
-        OR acquired_at + INTERVAL :at_least_us MICROSECOND > UTC_TIMESTAMP(6),
-    expires_at = IF(hold_count > 1, expires_at,
-        GREATEST(UTC_TIMESTAMP(6), acquired_at + INTERVAL :at_least_us MICROSECOND)),
+        OR (hold_count = 1
+            AND acquired_at + INTERVAL :at_least_us MICROSECOND > UTC_TIMESTAMP(6)),
+    expires_at = IF(hold_count > 1, expires_at, IF(hold_count = 0, UTC_TIMESTAMP(6),
+        GREATEST(UTC_TIMESTAMP(6), acquired_at + INTERVAL :at_least_us MICROSECOND))),
     presence_key = IF(hold_count > 1, presence_key, NULL),
-    hold_count = hold_count - 1
+    hold_count = GREATEST(hold_count - 1, 0)
 WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token

@@ -20,6 +20,10 @@
 -- held in shared mode or by :owner (a downgrade's name, held by its writer, which may
 -- be a lease of this batch too: the row is then updated through both aliases, each
 -- time to the later expiry). A name pushed for a hold is pushed as far as the hold.
+-- A lease with no hold left is never renewed: an operator revoked it (force_release:
+-- its holder is to give it back), or an at-least hold keeps it after its release. Its
+-- holder learns of it as of any lease lost, and the row lapses at its expiry. A name
+-- held in shared mode counts its holds, so it has some while it is live.
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 UPDATE JSON_TABLE(:batch, '$[*]' COLUMNS (
            k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$[0]',
@@ -38,8 +42,10 @@ SET l.lock_time = UTC_TIMESTAMP(6),
     p.expires_at = GREATEST(p.expires_at, UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND)
 WHERE l.lock_owner = :owner
   AND l.locked
+  AND l.hold_count > 0
   AND l.expires_at > UTC_TIMESTAMP(6)
   AND (b.p IS NULL
        OR (p.locked
+           AND p.hold_count > 0
            AND p.expires_at > UTC_TIMESTAMP(6)
            AND (p.lock_owner = '' OR p.lock_owner = :owner)))

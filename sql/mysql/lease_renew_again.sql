@@ -22,8 +22,10 @@ SET l.lock_time = UTC_TIMESTAMP(6),
     p.expires_at = GREATEST(p.expires_at, UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND)
 WHERE l.lock_owner = :owner
   AND l.locked
+  AND l.hold_count > 0
   AND l.expires_at > UTC_TIMESTAMP(6)
   AND (b.p IS NULL
        OR (p.locked
+           AND p.hold_count > 0
            AND p.expires_at > UTC_TIMESTAMP(6)
            AND (p.lock_owner = '' OR p.lock_owner = :owner)))

@@ -11,8 +11,10 @@ FROM JSON_TABLE(:batch, '$[*]' COLUMNS (
     LEFT JOIN `{table}` AS p FORCE INDEX (PRIMARY) ON p.lock_key = b.p
 WHERE l.lock_owner = :owner
   AND l.locked
+  AND l.hold_count > 0
   AND l.expires_at > UTC_TIMESTAMP(6)
   AND (b.p IS NULL
        OR (p.locked
+           AND p.hold_count > 0
            AND p.expires_at > UTC_TIMESTAMP(6)
            AND (p.lock_owner = '' OR p.lock_owner = :owner)))

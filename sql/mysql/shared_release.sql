@@ -10,11 +10,14 @@
 -- A second at most on a row lock, as lease_release.sql: a row still locked then fails
 -- the statement; lease_held, which waits on nothing, tells whether the hold is still
 -- ours (a short lock: try again) or not (nothing to do).
+-- A lease with no hold left, revoked by an operator (force_release), is freed at
+-- once by its holder's release: that is the holder giving it back. The count never
+-- goes below 0.
 SET STATEMENT innodb_lock_wait_timeout = 1 FOR
 UPDATE `{table}` SET
     locked = hold_count > 1,
     expires_at = IF(hold_count > 1, expires_at, UTC_TIMESTAMP(6)),
-    hold_count = LAST_INSERT_ID(hold_count - 1)
+    hold_count = LAST_INSERT_ID(GREATEST(hold_count - 1, 0))
 WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token

@@ -10,6 +10,8 @@
 -- lost in a server crash only leaves the lease to lapse at its expiry, as if the
 -- holder had crashed, and the acquisition that took the lease was durable. The cycle
 -- of an acquisition and a release then waits for one flush, not two.
+-- A row with no hold left, revoked by an operator (force_release), is deleted by its
+-- holder's release too: that is the holder giving it back.
 WITH relaxed AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true) AS setting
 )
@@ -19,5 +21,5 @@ WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token
   AND locked
-  AND hold_count = 1
+  AND hold_count <= 1
   AND expires_at - statement_timestamp() > INTERVAL '0'

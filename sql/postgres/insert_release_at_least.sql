@@ -4,11 +4,14 @@
 -- matches, and lease_release_at_least keeps the row until the hold ends.
 -- Expiry is compared as a difference, which no index serves, so that the planner
 -- finds the row by its key (see insert_release).
+-- A row with no hold left, revoked by an operator (force_release), is deleted by its
+-- holder's release at once, whatever its at-least hold: that is the holder giving it
+-- back, and a revoked lease never outlasts the expiry it had.
 DELETE FROM "{table}"
 WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token
   AND locked
-  AND hold_count = 1
   AND expires_at - statement_timestamp() > INTERVAL '0'
-  AND acquired_at + :at_least_us * INTERVAL '1 microsecond' <= statement_timestamp()
+  AND (hold_count = 0
+       OR (hold_count = 1 AND acquired_at + :at_least_us * INTERVAL '1 microsecond' <= statement_timestamp()))

@@ -3,15 +3,18 @@
 -- listeners of the table's channel that the key is free, in the same statement.
 -- The payload names the table (its oid: two schemas' tables of one name share the
 -- channel) and then the key; a listener ignores a payload that names another table.
+-- A row with no hold left, revoked by an operator (force_release), is deleted by its
+-- holder's release at once, whatever its at-least hold: that is the holder giving it
+-- back, and a revoked lease never outlasts the expiry it had.
 WITH released AS (
     DELETE FROM "{table}"
     WHERE lock_key = :key
       AND lock_owner = :owner
       AND fencing_token = :token
       AND locked
-      AND hold_count = 1
       AND expires_at - statement_timestamp() > INTERVAL '0'
-      AND acquired_at + :at_least_us * INTERVAL '1 microsecond' <= statement_timestamp()
+      AND (hold_count = 0
+           OR (hold_count = 1 AND acquired_at + :at_least_us * INTERVAL '1 microsecond' <= statement_timestamp()))
     RETURNING lock_key
 )
 SELECT lock_key,

@@ -13,14 +13,20 @@
 -- hold ends, and another owner could then run the work again within the period.
 -- Expiry is compared as a difference, which no index serves, so that the planner
 -- finds the row by its key (see lease_release).
+-- A lease with no hold left, revoked by an operator (force_release), is freed at
+-- once by its holder's release, whatever its at-least hold: that is the holder giving
+-- it back, and a revoked lease never outlasts the expiry it had. The count never goes
+-- below 0.
 UPDATE "{table}" SET
     locked = hold_count > 1
-        OR acquired_at + :at_least_us * INTERVAL '1 microsecond' > statement_timestamp(),
+        OR (hold_count = 1
+            AND acquired_at + :at_least_us * INTERVAL '1 microsecond' > statement_timestamp()),
     expires_at = CASE WHEN hold_count > 1 THEN expires_at
+        WHEN hold_count = 0 THEN statement_timestamp()
         ELSE greatest(statement_timestamp(),
                       acquired_at + :at_least_us * INTERVAL '1 microsecond') END,
     presence_key = CASE WHEN hold_count > 1 THEN presence_key END,
-    hold_count = hold_count - 1
+    hold_count = greatest(hold_count - 1, 0)
 WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token

@@ -15,13 +15,16 @@
 -- lost in a server crash only leaves the lease to lapse at its expiry, as if the
 -- holder had crashed, and the acquisition that took the lease was durable. The cycle
 -- of an acquisition and a release then waits for one flush, not two.
+-- A lease with no hold left, revoked by an operator (force_release), is freed at
+-- once by its holder's release: that is the holder giving it back. The count never
+-- goes below 0.
 WITH relaxed AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true) AS setting
 ), released AS (
     UPDATE "{table}" SET
         locked = hold_count > 1,
         expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE statement_timestamp() END,
-        hold_count = hold_count - 1
+        hold_count = greatest(hold_count - 1, 0)
     FROM relaxed
     WHERE lock_key = :key
       AND lock_owner = :owner

@@ -4,6 +4,9 @@
 -- were renewed; any other key of the batch is lost.
 -- A renewal never shortens a lease: after an extension or a re-entry with a longer TTL
 -- the later expiry stays, so the holder's own count of its lease stays true.
+-- A lease with no hold left is never renewed: an operator revoked it (force_release:
+-- its holder is to give it back), or an at-least hold keeps it after its release. Its
+-- holder learns of it as of any lease lost, and the row lapses at its expiry.
 --
 -- A hold of a name in shared mode (a read ':name@read:<owner>', a permit
 -- 'semaphore:<name>#<slot>') comes with its name: the name's row must never expire
@@ -30,9 +33,11 @@ WITH b AS MATERIALIZED (
               AND c.fencing_token = b.t
               AND c.lock_owner = :owner
               AND c.locked
+              AND c.hold_count > 0
               AND c.expires_at > statement_timestamp())
       AND (n.lock_owner = '' OR n.lock_owner = :owner)
       AND n.locked
+      AND n.hold_count > 0
       AND n.expires_at > statement_timestamp()
     RETURNING n.lock_key
 )
@@ -47,6 +52,7 @@ WHERE l.lock_key = b.k
   AND l.fencing_token = b.t
   AND l.lock_owner = :owner
   AND l.locked
+  AND l.hold_count > 0
   AND l.expires_at > statement_timestamp()
   AND (b.p = ''
        OR b.p IN (SELECT lock_key FROM parents)
@@ -55,5 +61,6 @@ WHERE l.lock_key = b.k
                     AND n.fencing_token = w.t
                     AND n.lock_owner = :owner
                     AND n.locked
+                    AND n.hold_count > 0
                     AND n.expires_at > statement_timestamp()))
 RETURNING l.lock_key

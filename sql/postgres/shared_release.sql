@@ -8,13 +8,16 @@
 -- Not waiting for the commit to reach disk, as lease_release.sql: a release grants
 -- nobody, and one lost in a server crash only leaves the hold (and the name's count)
 -- to lapse at its expiry. set_config(..., true) holds for the caller's transaction.
+-- A lease with no hold left, revoked by an operator (force_release), is freed at
+-- once by its holder's release: that is the holder giving it back. The count never
+-- goes below 0.
 WITH relaxed AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true) AS setting
 )
 UPDATE "{table}" SET
     locked = hold_count > 1,
     expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE statement_timestamp() END,
-    hold_count = hold_count - 1
+    hold_count = greatest(hold_count - 1, 0)
 FROM relaxed
 WHERE lock_key = :key
   AND lock_owner = :owner

@@ -2,11 +2,14 @@
 -- the row of the last hold, when the lease is still ours, only once :at_least_us has
 -- passed since it was taken (acquired_at, on the database clock). Before that nothing
 -- matches, and lease_release_at_least keeps the row until the hold ends.
+-- A row with no hold left, revoked by an operator (force_release), is deleted by its
+-- holder's release at once, whatever its at-least hold: that is the holder giving it
+-- back, and a revoked lease never outlasts the expiry it had.
 DELETE FROM "{table}"
 WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token
   AND locked
-  AND hold_count = 1
   AND expires_at > CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)
-  AND acquired_at + :at_least_us <= CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)
+  AND (hold_count = 0
+       OR (hold_count = 1 AND acquired_at + :at_least_us <= CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)))

@@ -4,6 +4,10 @@
 -- back were renewed; any other key of the batch is lost.
 -- A renewal never shortens a lease: after an extension or a re-entry with a longer TTL
 -- the later expiry stays, so the holder's own count of its lease stays true.
+-- A lease with no hold left is never renewed: an operator revoked it (force_release:
+-- its holder is to give it back), or an at-least hold keeps it after its release. Its
+-- holder learns of it as of any lease lost, and the row lapses at its expiry. A name
+-- held in shared mode counts its holds, so it has some while it is live.
 --
 -- A hold of a name in shared mode (a read ':name@read:<owner>', a permit
 -- 'semaphore:<name>#<slot>') comes with its name: the name's row must never expire
@@ -32,6 +36,7 @@ FROM x,
      (SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER) AS now) AS n
 WHERE l.lock_key = x.k
   AND l.locked
+  AND l.hold_count > 0
   AND l.expires_at > n.now
   AND CASE WHEN x.t IS NULL
       THEN (l.lock_owner = '' OR l.lock_owner = :owner)
@@ -40,6 +45,7 @@ WHERE l.lock_key = x.k
                          AND c.fencing_token = h.t
                          AND c.lock_owner = :owner
                          AND c.locked
+                         AND c.hold_count > 0
                          AND c.expires_at > n.now)
       ELSE l.fencing_token = x.t
            AND l.lock_owner = :owner
@@ -47,6 +53,7 @@ WHERE l.lock_key = x.k
                 OR EXISTS (SELECT 1 FROM "{table}" AS q
                            WHERE q.lock_key = x.p
                              AND q.locked
+                             AND q.hold_count > 0
                              AND q.expires_at > n.now
                              AND (q.lock_owner = '' OR q.lock_owner = :owner)))
       END

@@ -5,11 +5,14 @@
 -- this was the last; none when the hold was no longer ours. The caller then gives
 -- back the name's count (shared_leave.sql) or leaves the name to a read
 -- (rw_convert.sql) in the same transaction.
+-- A lease with no hold left, revoked by an operator (force_release), is freed at
+-- once by its holder's release: that is the holder giving it back. The count never
+-- goes below 0.
 UPDATE "{table}" SET
     locked = hold_count > 1,
     expires_at = CASE WHEN hold_count > 1 THEN expires_at
                       ELSE CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER) END,
-    hold_count = hold_count - 1
+    hold_count = max(hold_count - 1, 0)
 WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token

@@ -1,6 +1,8 @@
 //! The operator's calls on a lock table: what is held ([`Locker::list`], and one key
-//! with [`Locker::lock_info`]) and releasing a stuck lock by force. None of them waits
-//! on a lock another transaction holds. Sweeps are in `sweeping.rs`.
+//! with [`Locker::lock_info`]) and taking a lock from its holder: safely, by revoking
+//! it ([`Locker::force_release`]), or at once for a holder known to be gone
+//! ([`Locker::force_release_now`]). None of them waits on a lock another transaction
+//! holds. Sweeps are in `sweeping.rs`.
 
 use std::time::Duration;
 
@@ -65,14 +67,127 @@ impl From<Listed> for LockInfo {
     }
 }
 
+/// What [`Locker::force_release`] did to a held lock: its holds were revoked, and the
+/// key stays busy until its holder gives it back, or until
+/// [`lock.expires_at`](LockInfo::expires_at) at the latest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Revocation {
+    /// How many holds this call revoked: 1 for a lock of any strategy, a read or a
+    /// permit; for a name held in shared mode, its live reads and permits (and its
+    /// write side, in a downgrade). 0 when the lock had no hold left to revoke: it was
+    /// revoked before, or an [at-least hold](crate::LockRequest::at_least) keeps it
+    /// after its owner released it. Either way it frees at its expiry at the latest.
+    pub revoked: u64,
+    /// The lock as it stands once revoked, on the database clock: its owner and
+    /// fencing token (the holder's, unchanged), and
+    /// [`expires_at`](LockInfo::expires_at), the latest instant the key stays busy
+    /// (nothing can push it any more). For a name held in shared mode,
+    /// [`hold_count`](LockInfo::hold_count) still counts the holds revoked until each
+    /// gives itself back, and reads or permits granted since are counted too.
+    pub lock: LockInfo,
+}
+
 impl Locker {
-    /// Releases the lock on `key` whoever holds it: an operator's escape hatch for a
-    /// lock whose holder is stuck. Returns whether a live lease (or insert lock) was
-    /// released.
+    /// Revokes the lock on `key` whoever holds it: the operator's safe way to take a
+    /// lock from a holder that should stop. Returns what it revoked, or `None` when
+    /// nothing was held.
+    ///
+    /// The lock keeps its holder, fencing token and expiry, and loses its holds. Its
+    /// holder is told: its renewals fail (so do its extensions), and its
+    /// [lost signal](crate::LockGuard::lost) fires with [`LostReason::Revoked`] at its
+    /// next renewal, or at once on PostgreSQL when the holder's handle listens for
+    /// notifications ([`LockerBuilder::notify_waiters`](crate::LockerBuilder::notify_waiters)).
+    /// The holder then stops its work and gives the lock back
+    /// ([`LockGuard::release`](crate::LockGuard::release), which answers `true`, or a
+    /// dropped guard); `sqlock run` stops its command first.
+    ///
+    /// The key is free to others once the holder gives it back, or at the expiry the
+    /// lease had when it was revoked ([`Revocation::lock`]'s `expires_at`), whichever
+    /// comes first, never before: so no other holder runs while the revoked one may
+    /// still run. Until then the key is busy for everyone, the holder's own handle
+    /// included, and the holder's fenced writes still pass (nobody else can hold the
+    /// key meanwhile). A holder that never gives it back (a paused process, a lease not
+    /// renewed) keeps the key until that expiry. Use
+    /// [`force_release_now`](Self::force_release_now) only when the holder is known to
+    /// be gone.
+    ///
+    /// A [fair](crate::Strategy::Fair) lock's waiters keep their places: the holder's
+    /// give-back hands it to the first live one as any release does, and so does the
+    /// first waiter's poll once the lease lapses. A name held in shared mode (by reads
+    /// of a [read-write lock](Locker::read_lock), or permits of a
+    /// [semaphore](crate::Semaphore)) has each of its reads and permits revoked (and
+    /// its write side, in a downgrade): each holder is told as above, and each give-back
+    /// counts the name one hold less. Reads or permits granted after the call are not
+    /// revoked, and keep the name held. The key of one read or permit revokes that hold
+    /// alone. An election's lease revoked ends its leader's term when it gives it back.
+    ///
+    /// A for-update lock cannot be revoked: it is a row lock in its holder's
+    /// transaction and ends with that transaction (end the holder's session to free
+    /// it). The call never waits for it: it tries again for about two seconds while
+    /// the key's row stays locked, then answers [`Error::RowLocked`].
+    ///
+    /// # Errors
+    ///
+    /// Bad keys before any SQL is sent; [`Error::RowLocked`]; database errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped the revocation may or may not have happened: it is one
+    /// transaction, all or nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// if let Some(r) = locker.force_release("nightly-report").await? {
+    ///     println!("revoked; {} gives it back, or it frees at {} at the latest",
+    ///         r.lock.owner, r.lock.expires_at);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// [`LostReason::Revoked`]: crate::LostReason::Revoked
+    pub async fn force_release(&self, key: &str) -> Result<Option<Revocation>> {
+        validate::key(key)?;
+        let k = Key(key);
+        let db = &self.shared.db;
+        let hold = Parent::of(key).is_some();
+        let (revoked, lock) =
+            retry_failure(|| db.revoke(&k, hold))
+                .await
+                .map_err(|f| match f.class {
+                    Class::Contention => Error::RowLocked {
+                        key: key.to_owned(),
+                    },
+                    _ => f.error,
+                })?;
+        Ok(lock.map(|l| Revocation {
+            revoked,
+            lock: LockInfo::from(l),
+        }))
+    }
+
+    /// Releases the lock on `key` whoever holds it, at once: for an operator who knows
+    /// its holder is gone (its process and host dead, or fenced off). Returns whether
+    /// a live lease (or insert lock) was released.
+    ///
+    /// **Two holders may run at once**: the key is free to others from this call on,
+    /// while a holder that is still alive runs on until its next renewal (a third of
+    /// its TTL by default) tells it, and its work may overlap the next holder's. Its
+    /// fenced writes fail from now on. Prefer [`force_release`](Self::force_release),
+    /// which waits for the holder to give the lock back (or for its lease to lapse).
     ///
     /// The key's fencing token moves on, so the old holder's renewals, releases and
     /// fenced writes fail from now on, and its [lost signal](crate::LockGuard::lost) fires
-    /// within one renewal period.
+    /// within one renewal period, with [`LostReason::NotHeld`].
+    ///
+    /// [`LostReason::NotHeld`]: crate::LostReason::NotHeld
     ///
     /// A key with [fair](crate::Strategy::Fair) waiters queued is handed to the first
     /// live one in the release's own transaction, under the key's gate: no newcomer of
@@ -107,13 +222,13 @@ impl Locker {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
     /// # sqlock::migrate(&pool.clone().into()).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
-    /// if locker.force_release("nightly-report").await? {
-    ///     println!("released a stuck lock");
+    /// if locker.force_release_now("nightly-report").await? {
+    ///     println!("released a lock whose holder is gone");
     /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn force_release(&self, key: &str) -> Result<bool> {
+    pub async fn force_release_now(&self, key: &str) -> Result<bool> {
         validate::key(key)?;
         let k = Key(key);
         let db = &self.shared.db;

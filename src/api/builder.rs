@@ -82,8 +82,9 @@ impl LockerBuilder {
     /// `LISTEN`/`NOTIFY`, rather than leaving them to their next poll. Defaults to
     /// `false`. PostgreSQL only.
     ///
-    /// With it on, a release (and a [force release](Locker::force_release)) of a lease
-    /// or insert lock that frees the key also sends `pg_notify('<table>_released',
+    /// With it on, a release (and an immediate
+    /// [force release](Locker::force_release_now)) of a lease or insert lock that
+    /// frees the key also sends `pg_notify('<table>_released',
     /// '<table oid>:<key>')` in the same statement, so it stays one round trip (the
     /// oid tells tables of one name in two schemas apart: listeners ignore the other
     /// table's). A fair handoff names the waiter it handed the lock to, which takes
@@ -95,6 +96,15 @@ impl LockerBuilder {
     /// which tries again at once; the others keep waiting (only one can have the
     /// lock), so each waiter sends about one statement per release it is woken for,
     /// plus its polls.
+    ///
+    /// The holders hear it too: an operator's revocation
+    /// ([`Locker::force_release`], which announces the key whatever the revoking
+    /// handle's setting) has every handle of the family that holds a renewed lease of
+    /// the key renew it at once, so the holder's [`lost`](crate::LockGuard::lost)
+    /// fires with [`LostReason::Revoked`](crate::LostReason::Revoked) within a round
+    /// trip rather than at its next renewal. For that the listener runs from the
+    /// family's first renewed lease too, and each (re)connection of it renews every
+    /// lease held once, since a revocation may have gone unheard meanwhile.
     ///
     /// Notifications are a hint: correctness never rests on them. Waiters keep polling
     /// underneath (with longer default waits, see

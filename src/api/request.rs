@@ -118,8 +118,11 @@ impl<'a> LockRequest<'a> {
     /// holds of one key (re-entry), the longest at-least hold any of them asked for
     /// applies at the last release. The release answers as usual: `true` when the lock
     /// was still ours. A lock lost before its release stays lost: the hold shapes a
-    /// release, and cannot keep a lease that lapsed. An operator's
-    /// [force release](crate::Locker::force_release) frees the key at once. A release
+    /// release, and cannot keep a lease that lapsed. An operator's immediate
+    /// [force release](crate::Locker::force_release_now) frees the key at once; one
+    /// that [revokes](crate::Locker::force_release) the lock has the release that
+    /// gives it back free it at once (a revoked lease never outlasts its expiry), and
+    /// a key the hold keeps after its release keeps it until its expiry. A release
     /// that never reaches the server (the process died first) leaves the lease to its
     /// TTL: give the request a [`ttl`](Self::ttl) of at least the hold when the period
     /// must hold through a crash of the holder.

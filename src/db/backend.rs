@@ -34,6 +34,11 @@ pub(crate) struct Common {
     pub(crate) lease_extend: Statement<Extend<'static>>,
     pub(crate) lease_renew: Statement<Renew<'static>>,
     pub(crate) lease_force_release: Statement<Key<'static>>,
+    /// An operator's revocation of a lock: its holds taken, the row kept until its
+    /// holder gives it back or it lapses (`revoke.rs`).
+    pub(crate) lease_revoke: Statement<Key<'static>>,
+    /// Which leases a renewal found lost were revoked (the watchdog's).
+    pub(crate) lease_revoked: Statement<Renew<'static>>,
     pub(crate) sweep: Statement<Sweep<'static>>,
     pub(crate) list: Statement<Limit>,
     pub(crate) lookup: Statement<Key<'static>>,
@@ -80,6 +85,8 @@ pub(crate) struct Shared {
     pub(crate) force: Statement<KeyList>,
     /// An operator's release of one hold.
     pub(crate) drop: Statement<Key<'static>>,
+    /// An operator's revocation of holds (`revoke.rs`).
+    pub(crate) revoke: Statement<KeyList>,
 }
 
 /// The semaphore's statements (`semaphore_*.sql`), every server's (`semaphore.rs`).
@@ -128,6 +135,8 @@ pub(crate) struct CommonTemplates {
     pub(crate) lease_extend: &'static str,
     pub(crate) lease_renew: &'static str,
     pub(crate) lease_force_release: &'static str,
+    pub(crate) lease_revoke: &'static str,
+    pub(crate) lease_revoked: &'static str,
     pub(crate) sweep: &'static str,
     pub(crate) list: &'static str,
     pub(crate) lookup: &'static str,
@@ -142,8 +151,8 @@ pub(crate) struct CommonTemplates {
     pub(crate) rw: [&'static str; 4],
     /// `semaphore_ensure`, `_gate`, `_permits`, `_take`, `_holders`, `_list`, `_mark`.
     pub(crate) semaphore: [&'static str; 7],
-    /// `shared_release`, `_leave`, `_push`, `_holds`, `_force`, `_drop`.
-    pub(crate) shared: [&'static str; 6],
+    /// `shared_release`, `_leave`, `_push`, `_holds`, `_force`, `_drop`, `_revoke`.
+    pub(crate) shared: [&'static str; 7],
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -167,6 +176,8 @@ macro_rules! common_templates {
             lease_extend: sql!($dir, "lease_extend"),
             lease_renew: sql!($dir, "lease_renew"),
             lease_force_release: sql!($dir, "lease_force_release"),
+            lease_revoke: sql!($dir, "lease_revoke"),
+            lease_revoked: sql!($dir, "lease_revoked"),
             sweep: sql!($dir, "sweep"),
             list: sql!($dir, "list"),
             lookup: sql!($dir, "lookup"),
@@ -208,6 +219,7 @@ macro_rules! common_templates {
                 sql!($dir, "shared_holds"),
                 sql!($dir, "shared_force"),
                 sql!($dir, "shared_drop"),
+                sql!($dir, "shared_revoke"),
             ],
         }
     }};
@@ -225,6 +237,8 @@ impl Common {
             lease_extend: target.render(t.lease_extend),
             lease_renew: target.render(t.lease_renew),
             lease_force_release: target.render(t.lease_force_release),
+            lease_revoke: target.render(t.lease_revoke),
+            lease_revoked: target.render(t.lease_revoked),
             sweep: target.render(t.sweep),
             list: target.render(t.list),
             lookup: target.render(t.lookup),
@@ -266,6 +280,7 @@ impl Common {
                 holds: target.render(t.shared[3]),
                 force: target.render(t.shared[4]),
                 drop: target.render(t.shared[5]),
+                revoke: target.render(t.shared[6]),
             },
         }
     }
@@ -416,6 +431,20 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         }
     }
 
+    /// An operator's revocation of the lock on `k`, `on` a transaction (`revoke.rs`):
+    /// `Some(revoked)`, whether a lock with holds was revoked, or `None` when the key's
+    /// gate is held by another transaction.
+    fn revoke<'a>(
+        &'a self,
+        on: On<'a, Self::Db>,
+        k: &'a Key<'a>,
+    ) -> impl Future<Output = Result<Option<bool>, sqlx::Error>> + Send + 'a {
+        async move {
+            let s = &self.common().lease_revoke;
+            Ok(Some(Self::Db::execute(on, s, k).await? > 0))
+        }
+    }
+
     /// One sweep batch in one statement, where the server's DELETE can skip locked
     /// rows.
     fn sweep(&self, s: &Sweep<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send {
@@ -443,11 +472,11 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
 
     /// The listed locks, or the one on a key.
     fn list(&self, l: &Limit) -> impl Future<Output = Result<Vec<Listed>, sqlx::Error>> + Send {
-        async move { listed(self.pool(), &self.common().list, l).await }
+        async move { listed(On::Pool(self.pool(), false), &self.common().list, l).await }
     }
 
     fn lookup(&self, k: &Key<'_>) -> impl Future<Output = Result<Vec<Listed>, sqlx::Error>> + Send {
-        async move { listed(self.pool(), &self.common().lookup, k).await }
+        async move { listed(On::Pool(self.pool(), false), &self.common().lookup, k).await }
     }
 
     /// The leader of the election on a key, if it has one.

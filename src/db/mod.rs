@@ -27,6 +27,7 @@ mod postgres;
 pub(crate) mod presence;
 pub(crate) mod rendered;
 pub(crate) mod retry;
+pub(crate) mod revoke;
 pub(crate) mod runner;
 pub(crate) mod rw;
 pub(crate) mod scheduling;
@@ -363,6 +364,26 @@ impl Db {
         batch: &[(String, i64)],
     ) -> Result<Renewal, Failure> {
         on_backend!(self, |b| b.lease_renew(r, batch).await)
+    }
+
+    /// An operator's revocation of the lock on `k` (`revoke.rs`; with `hold`, `k` is one
+    /// read or permit): how many holds were revoked, and the lock as it now stands. A
+    /// key whose gate or row another transaction holds fails with contention at once,
+    /// never waiting for it.
+    pub(crate) async fn revoke(&self, k: &Key<'_>, hold: bool) -> Result<revoke::Revoked, Failure> {
+        on_backend!(self, |b| revoke::revoke(&**b, k, hold).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, k.0))
+    }
+
+    /// Which leases of `r.batch`, found lost by a renewal, were revoked by an operator
+    /// (`lease_revoked.sql`): their keys.
+    pub(crate) async fn lease_revoked(&self, r: &Renew<'_>) -> Result<Vec<String>, Failure> {
+        on_backend!(self, |b| runner::texts(
+            runner::On::Pool(b.pool(), false),
+            &b.common().lease_revoked,
+            r
+        )
+        .await)
     }
 
     /// An operator's release: whether a live lease was released. A key whose row (or,

@@ -110,6 +110,21 @@ impl Backend for Postgres {
             Some(_) => None,
         })
     }
+
+    /// `None` when the key's gate was taken (a for-update holder, an acquisition under
+    /// way); the row's lock is not waited for either (`lease_revoke.sql`).
+    async fn revoke<'a>(
+        &'a self,
+        on: On<'a, Pg>,
+        k: &'a Key<'a>,
+    ) -> Result<Option<bool>, sqlx::Error> {
+        let rows = ints(on, &self.common().lease_revoke, k).await?;
+        Ok(match rows.first() {
+            None => Some(false),
+            Some(1) => Some(true),
+            Some(_) => None,
+        })
+    }
 }
 
 impl RowLocks for Postgres {

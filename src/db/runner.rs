@@ -158,11 +158,11 @@ pub(crate) fn marked<DB: Runner>(row: &DB::Row, i: usize) -> Result<Option<u64>,
 
 /// The rows of `list.sql` and `lookup.sql`.
 pub(crate) async fn listed<'a, DB: Runner, V: Values>(
-    pool: &'a sqlx::Pool<DB>,
+    on: On<'a, DB>,
     s: &'a Statement<V>,
     a: &'a V::With<'a>,
 ) -> Result<Vec<Listed>, sqlx::Error> {
-    let rows = DB::rows(On::Pool(pool, false), s, a).await?;
+    let rows = DB::rows(on, s, a).await?;
     rows.iter()
         .map(|r| {
             Ok(Listed {

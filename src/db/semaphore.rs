@@ -120,7 +120,12 @@ pub(crate) async fn holders<B: Backend>(
     b: &B,
     slots: &Slots<'_>,
 ) -> Result<Vec<Listed>, sqlx::Error> {
-    listed(b.pool(), &b.common().semaphore.holders, slots).await
+    listed(
+        On::Pool(b.pool(), false),
+        &b.common().semaphore.holders,
+        slots,
+    )
+    .await
 }
 
 /// The recorded semaphores, by name, with their N.

@@ -28,6 +28,12 @@
 //! channel (`<table>_granted`), which the same listener hears: only that waiter is
 //! woken, and it claims its grant at once.
 //!
+//! The holders hear the release channel too: an operator's revocation of a lease
+//! (`Locker::force_release`) names its key there, and each handle of the family that
+//! holds the key renews it at once ([`State::check_now`]), so that its holder learns
+//! of the revocation within a round trip rather than at its next tick. The listener
+//! runs from the family's first wait or first held lease on.
+//!
 //! A notification is a hint, never a grant: the woken waiter still takes the lock with
 //! a statement of its own, which finds the grant in the table (a fair waiter's claim is
 //! owner- and token-checked) or finds nothing and changes nothing, and polling goes on
@@ -49,6 +55,7 @@ use tokio::time::Instant;
 use crate::db::backend::sql;
 use crate::db::statement::{Placeholders, Statement};
 use crate::db::values::Nothing;
+use crate::keepers::watchdog::State;
 use crate::support::validate::TableName;
 
 /// The first pause before the listener tries to connect again after a failure.
@@ -108,6 +115,9 @@ struct Shared {
     waiters: Mutex<Waiters>,
     /// The watchers of each key, all woken by each announcement of it.
     watchers: Mutex<Waiters>,
+    /// The leases of the family's handles, each renewed at once when its key is
+    /// announced: a revocation names it.
+    holders: Mutex<Vec<Weak<State>>>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -166,9 +176,24 @@ impl Shared {
         }
     }
 
-    /// Wakes every waiter: after the listener (re)connected, releases may have gone
-    /// unheard.
+    /// Has every handle of the family that holds a lease of `key` renew it at once: an
+    /// operator may have revoked it.
+    fn check_holders(&self, key: &str) {
+        let holders = self.holders.lock().unwrap_or_else(|e| e.into_inner());
+        for state in holders.iter().filter_map(Weak::upgrade) {
+            state.check_now(key);
+        }
+    }
+
+    /// Wakes every waiter, and has every lease held renewed at once: after the
+    /// listener (re)connected, releases and revocations may have gone unheard.
     fn wake_all(&self) {
+        {
+            let holders = self.holders.lock().unwrap_or_else(|e| e.into_inner());
+            for state in holders.iter().filter_map(Weak::upgrade) {
+                state.check_all();
+            }
+        }
         for list in self.waiters().values().chain(self.watchers().values()) {
             for (_, w) in list {
                 w.wake();
@@ -210,6 +235,7 @@ impl Shared {
         } else {
             self.wake_key(named);
             self.wake_watchers(named);
+            self.check_holders(named);
         }
     }
 }
@@ -243,6 +269,7 @@ impl Notifier {
                 next_id: AtomicU64::new(1),
                 waiters: Mutex::new(HashMap::new()),
                 watchers: Mutex::new(HashMap::new()),
+                holders: Mutex::new(Vec::new()),
                 task: Mutex::new(None),
             }),
         }
@@ -282,6 +309,24 @@ impl Notifier {
 }
 
 impl Notifier {
+    /// Adds a handle's leases to those renewed at once when their key is announced
+    /// (see [`State::check_now`]); held weakly, and forgotten once the handle is gone.
+    pub(crate) fn attach(&self, state: Weak<State>) {
+        let mut holders = self
+            .shared
+            .holders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        holders.retain(|h| h.strong_count() > 0);
+        holders.push(state);
+    }
+
+    /// Starts the listener if it is not running: a lease was granted, whose holder is
+    /// to hear of its revocation at once.
+    pub(crate) fn holding(&self) {
+        self.start();
+    }
+
     /// Starts the listener if it is not running.
     fn start(&self) {
         let shared = &self.shared;

@@ -84,6 +84,12 @@ impl Handle {
             presence.clone(),
             meter.clone(),
         );
+        // The family's listener renews this handle's leases at once when their key is
+        // announced: an operator's revocation is heard within a round trip.
+        #[cfg(feature = "postgres")]
+        if let Some(n) = &notifier {
+            n.attach(watchdog.state());
+        }
         Self {
             pool,
             db,

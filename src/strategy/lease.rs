@@ -139,6 +139,12 @@ impl LeaseHold {
             presence: grant.presence,
         };
         let (lost, registration) = handle.watchdog.register(&id.key, grant.token, track);
+        // A renewed lease hears of an operator's revocation at once where the family
+        // listens (PostgreSQL); a lease that is not renewed would learn nothing from it.
+        #[cfg(feature = "postgres")]
+        if let (Some(n), true) = (&handle.notifier, renewal.auto_renew) {
+            n.holding();
+        }
         let hold = Self {
             registration,
             expires_at: micros_to_utc(grant.expires_us),

@@ -158,7 +158,8 @@ pub enum Error {
     /// Occurs when the row of a lock stays locked by another transaction for longer than
     /// the call waits: a for-update lock holds its key's row (and, on PostgreSQL, the
     /// key's advisory lock) until its transaction ends, and an operator's
-    /// [`force_release`](crate::Locker::force_release) does not wait for that. A
+    /// [`force_release`](crate::Locker::force_release) (or
+    /// [`force_release_now`](crate::Locker::force_release_now)) does not wait for that. A
     /// for-update lock ends when its transaction does: commit or roll it back, or end
     /// the holder's session.
     #[error(

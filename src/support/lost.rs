@@ -1,8 +1,9 @@
 //! The lost signal: how a holder learns that its lock is gone, and why.
 //!
 //! Every guard has one. The watchdog fires it for leases (a renewal found the lease no
-//! longer ours, or renewals failed until it may have lapsed, or its hold cap was
-//! reached); a for-update lock fires it when its transaction or connection ended.
+//! longer ours or revoked by an operator, or renewals failed until it may have lapsed,
+//! or its hold cap was reached); a for-update lock fires it when its transaction or
+//! connection ended.
 
 use tokio::sync::watch;
 
@@ -10,7 +11,8 @@ use tokio::sync::watch;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LostReason {
-    /// A renewal found the lease no longer ours: released by an operator, taken by
+    /// A renewal found the lease no longer ours: released at once by an operator
+    /// ([`Locker::force_release_now`](crate::Locker::force_release_now)), taken by
     /// another owner after it lapsed, or its row deleted.
     NotHeld,
     /// Renewals kept failing (the database unreachable, say) until the lease may have
@@ -36,6 +38,18 @@ pub enum LostReason {
     /// leases: when it takes its marker back (one connection set-up and a round
     /// trip), or within 25 ms while it cannot. Fence the holder's writes.
     PresenceLost,
+    /// An operator revoked the lock
+    /// ([`Locker::force_release`](crate::Locker::force_release), `sqlock release
+    /// --force`): stop the work and give the lock back (release the guard, or drop it).
+    /// The key stays busy for everyone until then, or until the lease's expiry as it
+    /// stood when it was revoked, whichever comes first: nobody else holds it while the
+    /// work may still run, and the holder's fenced writes still pass meanwhile.
+    /// Signalled at the lease's next renewal, or at once on PostgreSQL when the
+    /// handle's family listens for notifications
+    /// ([`LockerBuilder::notify_waiters`](crate::LockerBuilder::notify_waiters)). A lease
+    /// the watchdog does not renew (auto-renewal off, or past its hold cap) is not
+    /// told.
+    Revoked,
 }
 
 impl std::fmt::Display for LostReason {
@@ -51,6 +65,7 @@ impl std::fmt::Display for LostReason {
             Self::PresenceLost => {
                 "the handle's presence connections ended, and another owner took the lease"
             }
+            Self::Revoked => "an operator revoked the lock: it is to be given back",
         })
     }
 }

@@ -86,6 +86,7 @@ fn reason_label(reason: LostReason) -> &'static str {
         LostReason::ConnectionLost => "connection_lost",
         LostReason::TransactionEnded => "transaction_ended",
         LostReason::PresenceLost => "presence_lost",
+        LostReason::Revoked => "revoked",
     }
 }
 

@@ -37,7 +37,8 @@ use std::str::FromStr;
 /// same owner *and* strategy.
 ///
 /// Lease, insert and fair locks appear in [`Locker::list`](crate::Locker::list) and can be
-/// released by [`Locker::force_release`](crate::Locker::force_release); a for-update
+/// revoked by [`Locker::force_release`](crate::Locker::force_release) (or released at
+/// once by [`Locker::force_release_now`](crate::Locker::force_release_now)); a for-update
 /// lock does not appear, being invisible outside its transaction, and ends only with
 /// its transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -259,13 +259,14 @@ impl State {
     }
 
     /// Applies a renewal's survivors to its group: each lease of the batch is confirmed
-    /// as of `sent`, or lost.
+    /// as of `sent`, or lost: revoked by an operator when among `revoked`.
     pub(super) fn settle(
         &self,
         ttl: Duration,
         sent: Instant,
         batch: &[(String, i64)],
         survivors: &[String],
+        revoked: &[String],
     ) {
         let mut groups = self.lock();
         let Some(group) = groups.get_mut(&ttl) else {
@@ -281,8 +282,47 @@ impl State {
             if survivors.iter().any(|s| s == key) {
                 lease.valid_until = lease.valid_until.max(sent + ttl);
             } else if let Some(lease) = group.leases.remove(key) {
-                self.fire(key, &lease, LostReason::NotHeld);
+                let reason = if revoked.contains(key) {
+                    LostReason::Revoked
+                } else {
+                    LostReason::NotHeld
+                };
+                self.fire(key, &lease, reason);
             }
+        }
+    }
+
+    /// [`check_now`](Self::check_now) for every lease tracked: after the release
+    /// listener (re)connected, a revocation may have gone unheard.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn check_all(&self) {
+        let now = Instant::now();
+        let mut groups = self.lock();
+        for group in groups.values_mut() {
+            group.next = group.next.min(now);
+        }
+        let any = !groups.is_empty();
+        drop(groups);
+        if any {
+            self.wake();
+        }
+    }
+
+    /// Has the group that renews `key` renewed at once, ahead of its tick, if a lease
+    /// of `key` is tracked (one of several for the key is enough): an operator may
+    /// have revoked it, and the renewal that fails tells its holder.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn check_now(&self, key: &str) {
+        let now = Instant::now();
+        let mut found = false;
+        for group in self.lock().values_mut() {
+            if group.leases.contains_key(key) {
+                group.next = group.next.min(now);
+                found = true;
+            }
+        }
+        if found {
+            self.wake();
         }
     }
 

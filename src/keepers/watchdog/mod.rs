@@ -3,9 +3,13 @@
 //!
 //! Leases are grouped by TTL; every tick of a group renews all of its leases with one
 //! statement (two on MariaDB when some were lost). A lease is lost when a renewal finds
-//! it no longer ours (released by force, taken after it lapsed, its row deleted), or
-//! when renewals keep failing until, on the local monotonic clock, the lease may have
-//! lapsed. A failed renewal followed by a successful one before then is no loss.
+//! it no longer ours (released by force, taken after it lapsed, its row deleted, or
+//! revoked by an operator: then one more read, sent only when a renewal lost some,
+//! tells its holder so), or when renewals keep failing until, on the local monotonic
+//! clock, the lease may have lapsed. A failed renewal followed by a successful one
+//! before then is no loss. A group can be renewed at once, ahead of its tick
+//! ([`State::check_now`]): on PostgreSQL the release listener asks it when an operator
+//! revokes a lease the handle holds.
 //!
 //! The local count is kept as the latest instant the lease is surely valid until: for
 //! each statement the database confirmed (the acquisition, a renewal, an extension, a
@@ -97,6 +101,13 @@ impl Watchdog {
                 presence,
             },
         }
+    }
+
+    /// The tracked leases, for the release listener to ask for an early renewal
+    /// ([`State::check_now`]) without keeping them alive.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn state(&self) -> Weak<State> {
+        Arc::downgrade(&self.state)
     }
 
     /// Starts tracking one hold of `key`, and returns its lost signal and the
@@ -200,7 +211,8 @@ async fn tick(this: &State, target: &Target, ttl: Duration, batch: Batch) {
             this.renewed
                 .fetch_add(survivors.len() as u64, Ordering::Relaxed);
             this.meter.renewed(survivors.len() as u64);
-            this.settle(ttl, sent, &batch, &survivors);
+            let revoked = revoked(target, &renew, &batch, &survivors).await;
+            this.settle(ttl, sent, &batch, &survivors, &revoked);
         }
         Ok(Err(failure)) => {
             this.statements.fetch_add(1, Ordering::Relaxed);
@@ -215,6 +227,38 @@ async fn tick(this: &State, target: &Target, ttl: Duration, batch: Batch) {
             this.meter.renewal_failed();
             tracing::warn!(leases = batch.len(), waited = ?limit,
                 "lease renewal got no answer in time; trying again next tick");
+        }
+    }
+}
+
+/// Which leases of `batch` that are not among the renewal's `survivors` an operator
+/// revoked: one read, sent only when the renewal lost some. Should it fail, they are
+/// lost all the same, as leases no longer held.
+async fn revoked(
+    target: &Target,
+    renew: &Renew<'_>,
+    batch: &[(String, i64)],
+    survivors: &[String],
+) -> Vec<String> {
+    let lost: Vec<(&str, i64)> = batch
+        .iter()
+        .filter(|(k, _)| !survivors.contains(k))
+        .map(|(k, t)| (k.as_str(), *t))
+        .collect();
+    if lost.is_empty() {
+        return Vec::new();
+    }
+    let json = batch_json(lost.into_iter());
+    let ask = Renew {
+        batch: &json,
+        ..*renew
+    };
+    match target.db.lease_revoked(&ask).await {
+        Ok(revoked) => revoked,
+        Err(failure) => {
+            tracing::warn!(error = %failure.error,
+                "could not tell whether the leases lost were revoked");
+            Vec::new()
         }
     }
 }

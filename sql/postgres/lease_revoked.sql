@@ -1,0 +1,14 @@
+-- After a renewal found leases of :batch (a JSON array of [key, token] pairs) no longer
+-- :owner's: which of them were revoked by an operator (lease_revoke, shared_revoke)?
+-- Such a row is still :owner's, with the same token, live, but with no hold left: its
+-- holder is to give it back. The others were lost otherwise. Asked only after a
+-- renewal lost something, so it costs nothing on the renewal's own path; a read that
+-- takes no lock.
+SELECT l.lock_key
+FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS j(v)
+JOIN "{table}" AS l ON l.lock_key = j.v->>0
+WHERE l.fencing_token = (j.v->>1)::BIGINT
+  AND l.lock_owner = :owner
+  AND l.locked
+  AND l.hold_count = 0
+  AND l.expires_at - statement_timestamp() > INTERVAL '0'
