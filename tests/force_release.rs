@@ -394,3 +394,76 @@ async fn a_for_update_lock_is_refused() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The immediate release of a name held by reads releases them and the name in one
+/// transaction, then the name as any lock: a read granted between the two must keep
+/// its name. A reader takes and gives back reads in a loop while the operator releases
+/// the name at once again and again and a plain locker polls: whenever the plain
+/// locker is granted, no read granted since the last release of its holds is live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_granted_during_an_immediate_release_keeps_its_name() -> anyhow::Result<()> {
+    for b in common::backends("fr_now_shared").await {
+        let operator = b.fresh_table().await?;
+        let reader = b.builder().await?.ttl(LONG_TTL).build()?;
+        let plain = b.builder().await?.ttl(LONG_TTL).build()?;
+        let read_key = format!("doc@read:{}", reader.owner());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reads = {
+            let (reader, stop) = (reader.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut granted = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(Some(g)) = reader.read_lock("doc").try_acquire().await {
+                        granted += 1;
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        let _ = g.release().await;
+                    }
+                }
+                granted
+            })
+        };
+        let forces = {
+            let (operator, stop) = (operator.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut calls = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if operator.force_release_now("doc").await.is_ok() {
+                        calls += 1;
+                    }
+                }
+                calls
+            })
+        };
+        let started = Instant::now();
+        let mut granted = 0;
+        while started.elapsed() < Duration::from_secs(4) {
+            if let Some(g) = plain.try_acquire("doc").await? {
+                granted += 1;
+                // A read whose row is live with its holds, seen while the plain lock
+                // is still this grant (the operator may release either at any time:
+                // the name read after the read row, with the grant's token), held
+                // beside it.
+                let read = operator.lock_info(&read_key).await?;
+                let name = operator.lock_info("doc").await?;
+                let still_ours = name.as_ref().is_some_and(|n| {
+                    n.owner == plain.owner().to_string() && n.fencing_token == g.fencing_token()
+                });
+                let overlap = still_ours && read.as_ref().is_some_and(|r| r.hold_count > 0);
+                g.release().await?;
+                assert!(
+                    !overlap,
+                    "{}: a plain lock was granted beside a live read: {read:?}",
+                    b.dialect
+                );
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (reads, forces) = (reads.await?, forces.await?);
+        eprintln!(
+            "{}: {reads} reads, {forces} immediate releases, {granted} plain grants",
+            b.dialect
+        );
+        assert!(reads > 0 && forces > 0, "{}: nothing raced", b.dialect);
+    }
+    Ok(())
+}

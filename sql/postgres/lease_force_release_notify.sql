@@ -7,6 +7,9 @@
 -- Expiry is compared as a difference, which no index serves, so that the planner
 -- finds the row by its key: on a table with few live leases it would otherwise pick
 -- the expiry index and read every live lease.
+-- A name held in shared mode (no owner: reads of a read-write lock, permits of a
+-- semaphore) is not released here: its holds are released with it in one transaction
+-- (shared_force.sql), and a name a new read or permit took since is theirs.
 WITH gate AS MATERIALIZED (
     SELECT pg_try_advisory_xact_lock(hashtextextended(:key, hashtext('{table}'))) AS open
 ), target AS MATERIALIZED (
@@ -22,6 +25,7 @@ WITH gate AS MATERIALIZED (
     FROM target
     WHERE "{table}".lock_key = target.lock_key
       AND locked
+      AND lock_owner <> ''
       AND expires_at - statement_timestamp() > INTERVAL '0'
     RETURNING "{table}".lock_key
 )
