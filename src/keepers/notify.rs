@@ -518,7 +518,12 @@ mod tests {
             let prefixed = code
                 .matches("CAST(CAST('\"{table}\"' AS regclass) AS oid)::TEXT || ':' ||")
                 .count();
-            assert_eq!(calls, prefixed, "{}: a payload without its table", path.display());
+            assert_eq!(
+                calls,
+                prefixed,
+                "{}: a payload without its table",
+                path.display()
+            );
         }
         assert!(notifying >= 8, "the notifying statements were not found");
     }
