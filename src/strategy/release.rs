@@ -33,8 +33,7 @@ type Boxed<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
 /// (`db/fair.rs`). A hold of a name in shared mode counts its name one hold less in
 /// the same transaction, and every release of the write side of a read-write lock
 /// leaves its name to its owner's live read, if it has one (a downgrade), with no
-/// moment free. With an
-/// at-least hold (`at_least`, see
+/// moment free. With an at-least hold (`at_least`, see
 /// [`LockRequest::at_least`](crate::LockRequest::at_least)) the last hold frees the key
 /// only once that long has passed since the lease was taken, on the database clock;
 /// before then the row stays taken, with no hold, until then. On MariaDB a release
