@@ -306,3 +306,39 @@ async fn the_write_side_is_held_and_shown_as_such() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// PostgreSQL with wake-ups (`notify_waiters`): the write side's release announces the
+/// name it frees, as a lock's release does. A plain lock waits for the name with a poll
+/// interval far beyond its deadline, so only the wake-up can hand it the name in time.
+#[tokio::test]
+async fn a_write_sides_release_wakes_a_waiter() -> anyhow::Result<()> {
+    const POLL: Duration = Duration::from_secs(60);
+    for b in common::backends_of("rw_side_wake", &[sqlock::Dialect::Postgres]).await {
+        b.fresh_table().await?;
+        let holder = b.builder().await?.notify_waiters(true).build()?;
+        let waiter = b
+            .builder()
+            .await?
+            .notify_waiters(true)
+            .poll_interval(POLL, POLL)
+            .build()?;
+        let write = holder.write_lock("woken").acquire_timeout(DEADLINE).await?;
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            async move {
+                waiter
+                    .acquire_timeout("woken", Duration::from_secs(8))
+                    .await
+            }
+        });
+        // Its first attempt found the name held (had it not been made yet, it would
+        // find the name free: no false failure either way).
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!waiting.is_finished(), "the waiter got a held name");
+        assert!(write.release().await?);
+        let got = waiting.await?;
+        let got = got.map_err(|e| anyhow::anyhow!("the waiter was not woken: {e}"))?;
+        assert!(got.release().await?);
+    }
+    Ok(())
+}
