@@ -300,7 +300,8 @@ async fn a_read_write_locks_steps_cost_what_they_say() -> anyhow::Result<()> {
         assert_eq!(cost(s), 3, "{d}: a downgrade's read");
         let s = counter(&statements);
         assert!(w.release().await?);
-        assert_eq!(cost(s), 2, "{d}: the write's release beside its read");
+        // One statement too: it leaves the name to the read.
+        assert_eq!(cost(s), 1, "{d}: the write's release beside its read");
         assert!(r.release().await?);
         assert_eq!(b.held_rows(a.pool()).await?, 0, "{d}");
     }

@@ -36,10 +36,7 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
                 } else if let Some((name, side, _)) = rw_part(&l.key) {
                     item["rwlock"] = name.into();
                     item["side"] = side.into();
-                } else if locks
-                    .iter()
-                    .any(|r| rw_part(&r.key).is_some_and(|p| p.0 == l.key))
-                {
+                } else if is_write_side(l) {
                     item["rwlock"] = l.key.clone().into();
                     item["side"] = "write".into();
                 }
@@ -97,6 +94,12 @@ fn rw_part(key: &str) -> Option<(&str, &'static str, &str)> {
         .map(|name| (name, "waiting-write", owner))
 }
 
+/// Whether a row is the write side of a read-write lock: the name's own row, which
+/// records `write` as its strategy while the write side holds it.
+fn is_write_side(l: &LockInfo) -> bool {
+    l.strategy == "write" && !l.owner.is_empty()
+}
+
 /// The mode a row is held in when it is a name held in shared mode (no owner): `read`
 /// or `semaphore`.
 fn shared_mode(l: &LockInfo) -> Option<&str> {
@@ -124,13 +127,15 @@ fn holder(l: &LockInfo) -> String {
     }
 }
 
-/// After the table: each read-write lock with its holders, the writer (the holder
-/// of the name's own row, unless its reads hold it) and its readers, and how many
-/// writers wait.
+/// After the table: each read-write lock with its holders, the writer (the write
+/// side's owner, when it holds the name) and its readers, and how many writers wait.
 fn print_rwlocks(locks: &[LockInfo]) {
     let mut names: Vec<&str> = locks
         .iter()
-        .filter_map(|l| rw_part(&l.key).map(|p| p.0))
+        .filter_map(|l| match rw_part(&l.key) {
+            Some(p) => Some(p.0),
+            None => is_write_side(l).then_some(l.key.as_str()),
+        })
         .collect();
     names.sort_unstable();
     names.dedup();
@@ -142,7 +147,7 @@ fn print_rwlocks(locks: &[LockInfo]) {
     for name in names {
         let writer = locks
             .iter()
-            .find(|l| l.key == name && shared_mode(l).is_none())
+            .find(|l| l.key == name && is_write_side(l))
             .map(|l| l.owner.as_str());
         let parts = || {
             locks
@@ -186,6 +191,8 @@ pub(crate) async fn status(locker: &Locker, key: &str, json: bool) -> Result<i32
                 "state",
                 if shared_mode(l).is_some() {
                     "held in shared mode".into()
+                } else if is_write_side(l) {
+                    "held as the write side of a read-write lock".into()
                 } else {
                     "held".into()
                 },

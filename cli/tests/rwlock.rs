@@ -172,6 +172,73 @@ fn a_waiting_exclusive_run_goes_before_later_shared_runs() {
     });
 }
 
+/// An exclusive run holding KEY alone shows as the write side of the read-write lock
+/// KEY: `list --json` marks it (`rwlock`, side `write`, its owner), the text list
+/// names it as the writer, and `status` says so, with `write` as its strategy. A plain
+/// run of KEY is busy meanwhile, and shows as no side of any read-write lock.
+#[test]
+fn the_write_side_shows_as_such() {
+    in_parallel(backends("cli_rw_shown"), |b| {
+        let k = key("shown");
+        let (script, inside, go) = holding(&b, "shown");
+        let mut writer = b.spawn(
+            "shown-writer",
+            &["run", "--exclusive", &k, "--", "sh", "-c", &script],
+        );
+        wait_for_line(&inside, Duration::from_secs(30));
+        let write = sides(&b, &k);
+        assert_eq!(write.len(), 1, "{}: {write:?}", b.name);
+        assert_eq!(write[0].0, "write", "{}: {write:?}", b.name);
+        let owner = write[0].1.clone();
+        assert!(!owner.is_empty(), "{}", b.name);
+        let text = b.sqlock(&["list"]);
+        let text = stdout(&text);
+        assert!(
+            text.lines()
+                .any(|l| l == format!("{k}  writer {owner}  readers 0  waiting writers 0")),
+            "{}: {text}",
+            b.name
+        );
+        let status = b.sqlock(&["status", &k]);
+        let status = stdout(&status);
+        assert!(
+            status.contains("held as the write side of a read-write lock")
+                && status
+                    .lines()
+                    .any(|l| l.starts_with("strategy") && l.ends_with("write")),
+            "{}: {status}",
+            b.name
+        );
+        let busy = b.sqlock(&["run", "--no-wait", &k, "--", "true"]);
+        assert_eq!(
+            busy.status.code(),
+            Some(75),
+            "{}: {}",
+            b.name,
+            stderr(&busy)
+        );
+        fs::write(&go, "go").unwrap();
+        assert_eq!(
+            wait_exit(&mut writer, Duration::from_secs(30)),
+            0,
+            "{}",
+            b.log("shown-writer")
+        );
+        // A plain run is no side of a read-write lock.
+        let (script, inside, go) = holding(&b, "plain");
+        let mut plain = b.spawn("plain", &["run", &k, "--", "sh", "-c", &script]);
+        wait_for_line(&inside, Duration::from_secs(30));
+        assert!(sides(&b, &k).is_empty(), "{}: {:?}", b.name, sides(&b, &k));
+        fs::write(&go, "go").unwrap();
+        assert_eq!(
+            wait_exit(&mut plain, Duration::from_secs(30)),
+            0,
+            "{}",
+            b.log("plain")
+        );
+    });
+}
+
 /// The run contract holds for both sides: a signal is passed on to the command and
 /// its status returned, and the hold is given back; a signal while waiting gives up
 /// the wait (128+N) and leaves nothing held.

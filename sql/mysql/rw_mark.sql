@@ -9,11 +9,12 @@
 --   expiry pushed to at least :ttl_us from now, and no sooner than the read hold's
 --   (read from its row: the hold's statement read the clock a moment before, and a
 --   clock stepped back between the two must not leave the name short of the hold);
--- - held by :owner as the write side (a lease with holds: a downgrade): left so, its
---   expiry pushed as well, and its presence marker dropped, so that no presence
---   takeover frees the name while the read lives (the write's release leaves the name
---   to the read, rw_convert.sql);
--- - anything else (another owner's lock, a semaphore's permits): left as it is.
+-- - held by :owner as the write side (recorded 'write', with holds: a downgrade):
+--   left so, its expiry pushed as well, and its presence marker dropped, so that no
+--   presence takeover frees the name while the read lives (the write's release leaves
+--   the name to the read, rw_release.sql);
+-- - anything else (a lock of any owner, this one's included; a semaphore's
+--   permits): left as it is.
 -- Sent under the key's fence bucket, held shared (rw_gate.sql): no exclusive grant of
 -- the name commits meanwhile, and a fresh row's token is drawn after every earlier
 -- grant of the name committed. No wait on a row lock: the name's row locked by another
@@ -42,7 +43,7 @@ ON DUPLICATE KEY UPDATE
                        fencing_token),
     lock_time = IF((@sqlock_ok := (@sqlock_fresh
                         OR (lock_owner = '' AND lock_strategy = 'read')
-                        OR (lock_owner = :owner AND lock_strategy = 'lease' AND hold_count > 0))),
+                        OR (lock_owner = :owner AND lock_strategy = 'write' AND hold_count > 0))),
                    VALUES(lock_time), lock_time),
     hold_count = IF(@sqlock_fresh, 1,
                     IF(@sqlock_ok AND lock_owner = '', hold_count + :count, hold_count)),
@@ -57,5 +58,5 @@ ON DUPLICATE KEY UPDATE
     locked = IF(@sqlock_ok, TRUE, locked)
 RETURNING CAST(locked AND expires_at > UTC_TIMESTAMP(6)
                AND ((lock_owner = '' AND lock_strategy = 'read')
-                    OR (lock_owner = :owner AND lock_strategy = 'lease' AND hold_count > 0))
+                    OR (lock_owner = :owner AND lock_strategy = 'write' AND hold_count > 0))
                AS SIGNED) AS marked

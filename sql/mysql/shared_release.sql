@@ -1,12 +1,10 @@
 -- A hold of a name in shared mode (a read of a read-write lock, a semaphore's permit)
 -- gives back one hold of :key if it is still ours: same owner, same token, unexpired.
--- The last hold frees the row (locked = FALSE, expiring now). Also the first step of
--- the write side's release (rw_release in db/shared.rs). The holds left come back
--- through LAST_INSERT_ID(expr), 0 when this was the last; no row matches when the
--- hold was no longer ours. The caller then gives back the name's count
--- (shared_leave.sql) or leaves the name to a read (rw_convert.sql) in the same
--- transaction. Assigned left to right: hold_count is read before it is decremented
--- last.
+-- The last hold frees the row (locked = FALSE, expiring now). The holds left come
+-- back through LAST_INSERT_ID(expr), 0 when this was the last; no row matches when
+-- the hold was no longer ours. The caller then gives back the name's count
+-- (shared_leave.sql) in the same transaction: the hold's row locked first, then the
+-- name's. Assigned left to right: hold_count is read before it is decremented last.
 -- A second at most on a row lock, as lease_release.sql: a row still locked then fails
 -- the statement; lease_held, which waits on nothing, tells whether the hold is still
 -- ours (a short lock: try again) or not (nothing to do).

@@ -16,9 +16,26 @@
 -- was pushed by this very statement, or is itself a lease of the batch that this
 -- statement renews (a downgrade's write side: one statement updates a row once). A
 -- name pushed for a hold that turns out lost only stays held a little longer.
+-- Rows are locked holds first, then their names, as every statement that locks a hold
+-- and its name does (a hold's release, extension or grant, the write side's release):
+-- the batch's live holds are locked (holds, in key order) before any name is, the
+-- names to push being read from them as one array, which is complete before the
+-- parents' update reads its first row; the batch's other leases last, by the final
+-- update. In the opposite order a renewal and a release of one hold would wait for
+-- each other until the server broke the deadlock.
 WITH b AS MATERIALIZED (
     SELECT v->>0 AS k, (v->>1)::BIGINT AS t, COALESCE(v->>2, '') AS p
     FROM jsonb_array_elements(:batch::jsonb) AS j(v)
+), holds AS MATERIALIZED (
+    SELECT b.p FROM b JOIN "{table}" AS c ON c.lock_key = b.k
+    WHERE b.p <> ''
+      AND c.fencing_token = b.t
+      AND c.lock_owner = :owner
+      AND c.locked
+      AND c.hold_count > 0
+      AND c.expires_at > statement_timestamp()
+    ORDER BY c.lock_key
+    FOR UPDATE OF c
 ), parents AS (
     UPDATE "{table}" AS n SET
         lock_time = statement_timestamp(),
@@ -26,15 +43,8 @@ WITH b AS MATERIALIZED (
             (extract(epoch FROM n.expires_at - statement_timestamp()) * 1000000)::BIGINT),
         expires_at = greatest(n.expires_at,
             statement_timestamp() + :ttl_us * INTERVAL '1 microsecond')
-    WHERE n.lock_key IN (
-            SELECT b.p FROM b JOIN "{table}" AS c ON c.lock_key = b.k
-            WHERE b.p <> ''
-              AND b.p NOT IN (SELECT k FROM b)
-              AND c.fencing_token = b.t
-              AND c.lock_owner = :owner
-              AND c.locked
-              AND c.hold_count > 0
-              AND c.expires_at > statement_timestamp())
+    WHERE n.lock_key = ANY (ARRAY(
+            SELECT holds.p FROM holds WHERE holds.p NOT IN (SELECT k FROM b)))
       AND (n.lock_owner = '' OR n.lock_owner = :owner)
       AND n.locked
       AND n.hold_count > 0

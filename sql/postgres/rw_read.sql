@@ -1,9 +1,9 @@
 -- A read hold of the read-write lock :key for :owner: the row ':key@read:<owner>', a
 -- lease of its own, re-entered when this owner holds it live, and taken when
 -- - the name :key itself is free, held in shared mode by reads (rw_mark.sql), or held
---   by :owner as the write side (a lease with holds: a downgrade); any other hold of
---   the name (another owner's lock of any strategy, a semaphore's permits) is busy,
---   and
+--   by :owner as the write side (its row records 'write', with holds: a downgrade);
+--   any other hold of the name (a lock of any strategy, this owner's own included, a
+--   semaphore's permits) is busy, and
 -- - no other owner waits to write (a live row ':key@write:<owner>', a waiting writer's
 --   intent), unless this owner holds the write side (a downgrade): readers that
 --   arrive after a waiting writer wait behind it.
@@ -38,11 +38,11 @@ WHERE EXISTS (
         SELECT 1 FROM "{table}" AS w
         WHERE w.lock_key = :key AND w.locked AND w.expires_at > statement_timestamp()
           AND NOT (w.lock_owner = '' AND w.lock_strategy = 'read')
-          AND NOT (w.lock_owner = :owner AND w.lock_strategy = 'lease' AND w.hold_count > 0))
+          AND NOT (w.lock_owner = :owner AND w.lock_strategy = 'write' AND w.hold_count > 0))
        AND (EXISTS (
         SELECT 1 FROM "{table}" AS o
         WHERE o.lock_key = :key AND o.locked AND o.expires_at > statement_timestamp()
-          AND o.lock_owner = :owner AND o.lock_strategy = 'lease' AND o.hold_count > 0)
+          AND o.lock_owner = :owner AND o.lock_strategy = 'write' AND o.hold_count > 0)
         OR NOT EXISTS (
         SELECT 1 FROM "{table}" AS i
         WHERE (strpos(i.lock_key, '@read:') > 0 OR strpos(i.lock_key, '@write:') > 0)

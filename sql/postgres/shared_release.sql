@@ -1,10 +1,9 @@
 -- A hold of a name in shared mode (a read of a read-write lock, a semaphore's permit)
 -- gives back one hold of :key if it is still ours: same owner, same token, unexpired.
--- The last hold frees the row (locked = FALSE, expiring now). Also the first step of
--- the write side's release (rw_release in db/shared.rs). The holds left come back,
--- 0 when this was the last; none when the hold was no longer ours. The caller then
--- gives back the name's count (shared_leave.sql) or leaves the name to a read
--- (rw_convert.sql) in the same transaction.
+-- The last hold frees the row (locked = FALSE, expiring now). The holds left come
+-- back, 0 when this was the last; none when the hold was no longer ours. The caller
+-- then gives back the name's count (shared_leave.sql) in the same transaction: the
+-- hold's row locked first, then the name's, as every statement that locks both.
 -- Not waiting for the commit to reach disk, as lease_release.sql: a release grants
 -- nobody, and one lost in a server crash only leaves the hold (and the name's count)
 -- to lapse at its expiry. set_config(..., true) holds for the caller's transaction.

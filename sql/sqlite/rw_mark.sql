@@ -9,10 +9,11 @@
 --   expiry pushed to at least :ttl_us from now, and no sooner than the read hold's
 --   (read from its row: the hold's statement read the clock a moment before, and a
 --   clock stepped back between the two must not leave the name short of the hold);
--- - held by :owner as the write side (a lease with holds: a downgrade): left so, its
---   expiry pushed as well (the write's release leaves the name to the read,
---   rw_convert.sql);
--- - anything else (another owner's lock, a semaphore's permits): left as it is.
+-- - held by :owner as the write side (recorded 'write', with holds: a downgrade):
+--   left so, its expiry pushed as well (the write's release leaves the name to the
+--   read, rw_release.sql);
+-- - anything else (a lock of any owner, this one's included; a semaphore's
+--   permits): left as it is.
 -- One row comes back, 1, when the name is marked; none otherwise, and the caller rolls
 -- the read back (busy). Sent in the read's writing transaction: SQLite runs one at a
 -- time. A fresh row's token is one above the floor of deleted rows' tokens; an
@@ -47,5 +48,5 @@ ON CONFLICT (lock_key) DO UPDATE SET
 WHERE NOT n.locked
    OR n.expires_at <= excluded.lock_time
    OR (n.lock_owner = '' AND n.lock_strategy = 'read')
-   OR (n.lock_owner = :owner AND n.lock_strategy = 'lease' AND n.hold_count > 0)
+   OR (n.lock_owner = :owner AND n.lock_strategy = 'write' AND n.hold_count > 0)
 RETURNING 1

@@ -1,10 +1,8 @@
 -- A hold of a name in shared mode (a read of a read-write lock, a semaphore's permit)
 -- gives back one hold of :key if it is still ours: same owner, same token, unexpired.
--- The last hold frees the row (locked = 0, expiring now). Also the first step of the
--- write side's release (rw_release in db/shared.rs). The holds left come back, 0 when
--- this was the last; none when the hold was no longer ours. The caller then gives
--- back the name's count (shared_leave.sql) or leaves the name to a read
--- (rw_convert.sql) in the same transaction.
+-- The last hold frees the row (locked = 0, expiring now). The holds left come back,
+-- 0 when this was the last; none when the hold was no longer ours. The caller then
+-- gives back the name's count (shared_leave.sql) in the same transaction.
 -- A lease with no hold left, revoked by an operator (force_release), is freed at
 -- once by its holder's release: that is the holder giving it back. The count never
 -- goes below 0.

@@ -23,7 +23,8 @@ pub const MAX_LISTED: usize = 100_000;
 pub struct LockInfo {
     /// The key.
     pub key: String,
-    /// The strategy that holds it (`lease`, `insert` or `fair`); for a name held in
+    /// The strategy that holds it (`lease`, `insert` or `fair`; `write` for the write
+    /// side of a [read-write lock](Locker::write_lock), a lease); for a name held in
     /// shared mode, the mode: `read` (by reads of the
     /// [read-write lock](Locker::read_lock) of that name) or `semaphore` (by permits of
     /// the [semaphore](crate::Semaphore) of that name).

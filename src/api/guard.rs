@@ -71,7 +71,7 @@ impl LockGuard {
         lost: LostSignal,
         at_least: Option<Duration>,
     ) -> Self {
-        handle.hold_started(&id.key, id.strategy, at_least);
+        handle.hold_started(&id.key, id.strategy, at_least, id.rw_write);
         handle.meter.hold_began(id.strategy, &id.key);
         Self {
             handle,
@@ -81,15 +81,6 @@ impl LockGuard {
             released: false,
             runtime: tokio::runtime::Handle::current(),
             granted_at: std::time::Instant::now(),
-        }
-    }
-
-    /// Marks this guard as the write side of the read-write lock of its key: its last
-    /// release (or its drop's) leaves the name to the owner's read, if it holds one.
-    pub(crate) fn mark_write(&mut self) {
-        if !self.id.rw_write {
-            self.id.rw_write = true;
-            self.handle.write_started(&self.id.key);
         }
     }
 

@@ -92,7 +92,8 @@ impl Locker {
 ///   lock on it, of any strategy, and the reverse; this handle's own lease on a key
 ///   counts one more hold (re-entry), and its hold of a key with another strategy is
 ///   refused ([`Error::StrategyConflict`], before any SQL), as is a key it holds a
-///   read of ([`Error::MixedHolds`]). A key held by another primitive (a semaphore's
+///   read of, or holds as the write side of its read-write lock
+///   ([`Error::MixedHolds`]). A key held by another primitive (a semaphore's
 ///   permits or reads of that name, an election) is busy as any held key is.
 /// - **One lost signal.** [`MultiLockGuard::lost`] fires when any key of the set is
 ///   lost, with that key's reason.
@@ -327,6 +328,15 @@ impl MultiLockRequest<'_> {
                     requested: "as a lock",
                 });
             }
+            // Nor one it holds as the write side of its read-write lock, a holder of its
+            // own to the database: the multi-lock would wait for it.
+            if self.shared.holds_write_side(key) {
+                return Err(Error::MixedHolds {
+                    key: key.clone(),
+                    held: "as the write side",
+                    requested: "as a lock",
+                });
+            }
             if let Some(held) = self.shared.held_with(key).filter(|&h| h != Strategy::Lease) {
                 return Err(Error::StrategyConflict {
                     key: key.clone(),
@@ -366,6 +376,7 @@ impl MultiLockRequest<'_> {
                     key: key.clone(),
                     strategy: Strategy::Lease,
                     ttl: ask.ttl,
+                    write: false,
                 };
                 let (hold, id, lost) =
                     Hold::start(shared, &one, Granted::Lease(grant), sent, renewal);

@@ -41,6 +41,8 @@ pub struct LockRequest<'a> {
     /// A key of sqlock's own (a waiting writer's intent, `NAME@write:OWNER`), which a
     /// caller's request may not name.
     own_key: bool,
+    /// The write side of the read-write lock of the key (recorded as such).
+    write_side: bool,
 }
 
 impl<'a> LockRequest<'a> {
@@ -56,6 +58,7 @@ impl<'a> LockRequest<'a> {
             timeout: None,
             strategy: None,
             own_key: false,
+            write_side: false,
         }
     }
 
@@ -63,6 +66,14 @@ impl<'a> LockRequest<'a> {
     /// checks of a caller's key would refuse.
     pub(crate) fn own_key(mut self) -> Self {
         self.own_key = true;
+        self
+    }
+
+    /// A request for the write side of the read-write lock of the key: a lease,
+    /// recorded as the write side, which a read of the same handle may join (a
+    /// downgrade) and which no other lock of the handle re-enters.
+    pub(crate) fn write_side(mut self) -> Self {
+        self.write_side = true;
         self
     }
 
@@ -248,7 +259,7 @@ impl<'a> LockRequest<'a> {
     /// [`Error::KeyContainsNul`], [`Error::ReservedKey`], [`Error::ReservedMarker`], a
     /// TTL out of range); [`Error::StrategyConflict`], also before any SQL, when this
     /// handle holds the key with another strategy, and [`Error::MixedHolds`] when it
-    /// holds a read of the read-write lock of that name;
+    /// holds a read or the write side of the read-write lock of that name;
     /// [`Error::GrantExpired`] when the key was free but the grant's answer took longer
     /// than its TTL (it was given back); [`Error::MissingTable`]; [`Error::Database`].
     ///
@@ -525,12 +536,30 @@ impl<'a> LockRequest<'a> {
         }
         let shared = &self.shared;
         // A name this handle holds by a read is held in shared mode: a lock on it would
-        // wait for this handle's own read, or, beside a downgraded read, re-enter the
-        // write side and free the name under the read at its release.
-        if shared.holds_read_of(self.key) {
+        // wait for this handle's own read. (The write side's checks are its request's:
+        // an upgrade is refused there.)
+        if !self.write_side && shared.holds_read_of(self.key) {
             return Err(Error::MixedHolds {
                 key: self.key.to_owned(),
                 held: "by a read",
+                requested: "as a lock",
+            });
+        }
+        // The write side and another lock of this handle on the name are two holders
+        // to the database (the write side's row records it as such): the one would wait
+        // for the other. These checks make the mix a clear error; two requests made at
+        // once both pass them, and then the database keeps them apart.
+        if self.write_side && shared.holds_other_than_write(self.key) {
+            return Err(Error::MixedHolds {
+                key: self.key.to_owned(),
+                held: "as a lock",
+                requested: "as the write side",
+            });
+        }
+        if !self.write_side && shared.holds_write_side(self.key) {
+            return Err(Error::MixedHolds {
+                key: self.key.to_owned(),
+                held: "as the write side",
                 requested: "as a lock",
             });
         }
@@ -566,6 +595,7 @@ impl<'a> LockRequest<'a> {
             key: self.key.to_owned(),
             strategy,
             ttl,
+            write: self.write_side,
         })
     }
 

@@ -75,13 +75,6 @@ impl Locker {
     }
 }
 
-/// A guard of the name, taken as the write side: its last release leaves the name to
-/// this owner's read, if it holds one (a downgrade).
-fn write_guard(mut guard: LockGuard) -> LockGuard {
-    guard.mark_write();
-    guard
-}
-
 /// Releases `guard` in a task of its own, and waits for it: should this future be
 /// dropped meanwhile, the release still completes (a release cut off half way would
 /// leave the key to its TTL).
@@ -100,7 +93,10 @@ async fn give_back(guard: LockGuard) -> Result<()> {
 /// # What it promises
 ///
 /// - **Many readers or one writer.** The write side of the lock `name` is a lease on
-///   the key `name` itself; each read hold is a lease of its own, on the key
+///   the key `name` itself, which its row records as the write side (`write` as its
+///   strategy, [`LockInfo::strategy`](crate::LockInfo::strategy)), so that the
+///   database tells it from any other lock of its owner on the name; each read hold
+///   is a lease of its own, on the key
 ///   `name@read:<owner>` ([`LockGuard::key`] shows it). Reads hold the name itself
 ///   too, together: while a read is live the row `name` is held in *shared mode* (no
 ///   owner, `read` as its strategy, the reads counted, expiring no sooner than any of
@@ -117,16 +113,22 @@ async fn give_back(guard: LockGuard) -> Result<()> {
 ///   themselves: a handle that already holds a read re-enters it, and a handle that
 ///   holds the write side takes a read at once (a downgrade).
 /// - **Downgrade.** A handle holding the write side may take the read side: granted at
-///   once whatever waits. Releasing the write hold (or dropping its guard) then leaves
-///   the name to the read hold, in shared mode, in the release's own transaction, with
-///   no moment in which the lock was free: other readers get in, writers keep waiting.
-///   The reverse, an upgrade (asking for the write side while holding a read), is
-///   refused with [`Error::UpgradeRefused`] before any SQL: two readers upgrading at
-///   once would wait for each other. A read asked for by a handle that holds the name
-///   otherwise than as the write side (a plain lock, a multi-lock's key), and a lock
-///   asked for by a handle that holds a read of the name, are refused with
-///   [`Error::MixedHolds`] before any SQL: the release of the one would free the name
-///   under the other.
+///   once whatever waits, and only beside the write side (the database grants a read
+///   beside a lock of its own owner only when the row records the write side).
+///   Releasing the write hold (or dropping its guard, or a write attempt cut off giving
+///   back its grant) then leaves the name to the read hold, in shared mode, in the
+///   release's own statement, with no moment in which the lock was free: other readers
+///   get in, writers keep waiting. The release decides from the table, where it finds
+///   the owner's read live or not. The reverse, an upgrade (asking for the write side
+///   while holding a read), is refused with [`Error::UpgradeRefused`] before any SQL:
+///   two readers upgrading at once would wait for each other. A read asked for by a
+///   handle that holds the name otherwise than as the write side (a plain lock, a
+///   multi-lock's key), a lock asked for by a handle that holds a read or the write
+///   side of the name, and the write side asked for by a handle that holds a lock on
+///   the name, are refused with [`Error::MixedHolds`] before any SQL: they are holders
+///   of their own, and one would wait for the other. Two such requests made at once
+///   both pass those checks; the database then keeps them apart as it keeps two
+///   owners apart (the one granted second is busy).
 /// - **Leases.** Every hold, read or write, has its own owner, expiry on the database
 ///   clock and fencing token, is renewed by the watchdog, fires its lost signal when
 ///   lost, and comes back at its TTL when its holder dies; the sweeper clears expired
@@ -152,7 +154,8 @@ async fn give_back(guard: LockGuard) -> Result<()> {
 ///
 /// Cancel safe: an attempt runs in a task of its own and gives back what it took when
 /// its caller stopped waiting; a writer that stops waiting gives back its intent and
-/// its hold of `name` in the background.
+/// its hold of `name` in the background, as the write side's release does (a read of
+/// the handle granted beside it meanwhile keeps the name).
 #[derive(Debug, Clone)]
 #[must_use = "a request does nothing until one of its acquire methods is awaited"]
 pub struct RwLockRequest<'a> {
@@ -217,8 +220,11 @@ impl<'a> RwLockRequest<'a> {
         let ttl = self.check()?;
         if self.write {
             // The name is busy while reads hold it: no reader to wait out.
-            let guard = self.writer_request(self.name, ttl).try_acquire().await?;
-            return Ok(guard.map(write_guard));
+            return self
+                .writer_request(self.name, ttl)
+                .write_side()
+                .try_acquire()
+                .await;
         }
         let mut tries: u32 = 0;
         loop {
@@ -326,18 +332,14 @@ impl<'a> RwLockRequest<'a> {
             other => other,
         })?;
         let granted = async {
-            let mut request = self.writer_request(self.name, ttl);
+            let mut request = self.writer_request(self.name, ttl).write_side();
             if let Some(d) = deadline {
                 request = request.timeout(left(d));
             }
-            request
-                .acquire()
-                .await
-                .map(write_guard)
-                .map_err(|e| match e {
-                    Error::Timeout { .. } => self.timed_out(started),
-                    other => other,
-                })
+            request.acquire().await.map_err(|e| match e {
+                Error::Timeout { .. } => self.timed_out(started),
+                other => other,
+            })
         }
         .await;
         // The intent goes before the answer, granted or not.
@@ -451,6 +453,7 @@ impl<'a> RwLockRequest<'a> {
             key,
             strategy: Strategy::Lease,
             ttl,
+            write: false,
         };
         let (hold, id, lost) = Hold::start(shared, &one, Granted::Lease(grant), sent, renewal);
         LockGuard::new(Arc::clone(shared), id, hold, lost, None)

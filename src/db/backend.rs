@@ -65,8 +65,9 @@ pub(crate) struct Rw {
     pub(crate) read: Statement<Acquire<'static>>,
     /// The name marked held by reads, after a read hold, in its transaction.
     pub(crate) mark: Statement<Share<'static>>,
-    /// The name left to the writer's own read at the write side's last release.
-    pub(crate) convert: Statement<Held<'static>>,
+    /// The write side's release: one hold given back, and with the last the name left
+    /// to the writer's own read, when it holds one, or freed.
+    pub(crate) release: Statement<Held<'static>>,
 }
 
 /// The statements of the holds of a name in shared mode (`shared_*.sql`), every
@@ -147,7 +148,7 @@ pub(crate) struct CommonTemplates {
     /// `fair_gate`, `_enqueue`, `_renew`, `_status`, `_head`, `_ensure`, `_take`,
     /// `_mark`, `_leave`, `_sweep`, in that order.
     pub(crate) fair: [&'static str; 10],
-    /// `rw_gate`, `rw_read`, `rw_mark`, `rw_convert`.
+    /// `rw_gate`, `rw_read`, `rw_mark`, `rw_release`.
     pub(crate) rw: [&'static str; 4],
     /// `semaphore_ensure`, `_gate`, `_permits`, `_take`, `_holders`, `_list`, `_mark`.
     pub(crate) semaphore: [&'static str; 7],
@@ -201,7 +202,7 @@ macro_rules! common_templates {
                 sql!($dir, "rw_gate"),
                 sql!($dir, "rw_read"),
                 sql!($dir, "rw_mark"),
-                sql!($dir, "rw_convert"),
+                sql!($dir, "rw_release"),
             ],
             semaphore: [
                 sql!($dir, "semaphore_ensure"),
@@ -262,7 +263,7 @@ impl Common {
                 gate: target.render(t.rw[0]),
                 read: target.render(t.rw[1]),
                 mark: target.render(t.rw[2]),
-                convert: target.render(t.rw[3]),
+                release: target.render(t.rw[3]),
             },
             semaphore: Semaphore {
                 ensure: target.render(t.semaphore[0]),

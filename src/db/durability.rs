@@ -119,6 +119,10 @@ mod tests {
                 "postgres/insert_release_notify",
                 "postgres/lease_release",
                 "postgres/lease_release_notify",
+                // The write side's release, sent alone: it grants nobody (a read its
+                // owner already holds takes the name over).
+                "postgres/rw_release",
+                "postgres/rw_release_notify",
                 // A read's or a permit's release, sent in the transaction that counts
                 // its name down: there it is durable, as everything sent within.
                 "postgres/shared_release",

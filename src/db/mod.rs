@@ -294,10 +294,10 @@ impl Db {
     }
 
     /// The write side of a read-write lock gives back one hold, and its last leaves
-    /// the name to the owner's own read, if it holds one (`shared.rs`): whether it
-    /// was still ours.
+    /// the name to the owner's own read, if the table shows one live, or frees it, in
+    /// one statement (`rw_release.sql`): whether it was still ours.
     pub(crate) async fn rw_release_write(&self, h: &Held<'_>) -> Result<bool, Failure> {
-        on_backend!(self, |b| shared::release_write(&**b, h).await)
+        on_backend!(self, |b| b.matched(&b.common().rw.release, h).await)
     }
 
     /// An operator's release of the holds of a name in shared mode (`shared.rs`): how

@@ -52,6 +52,8 @@ impl Postgres {
             templates.fair[7] = sql!("postgres", "fair_mark_notify");
             // The last read or permit of a name frees it (`shared.rs`).
             templates.shared[1] = sql!("postgres", "shared_leave_notify");
+            // So does the write side's release, unless its owner's read takes it over.
+            templates.rw[3] = sql!("postgres", "rw_release_notify");
         }
         Self {
             base: Base::new(pool, &target, &templates),

@@ -3,9 +3,10 @@
 //! same transaction.
 //!
 //! A read-write lock named `K` lives in the lock table as ordinary lease rows: `K`
-//! itself is the name, held by the write side as a lease like any other or, while
-//! reads hold it, in shared mode (`shared.rs`: no owner, `lock_strategy` `read`, the
-//! reads counted); `K@read:<owner>` is one owner's read hold, and `K@write:<owner>` a
+//! itself is the name, held by the write side as a lease that records itself as such
+//! (`lock_strategy` `write`, told from any other lock of its owner) or, while reads
+//! hold it, in shared mode (`shared.rs`: no owner, `lock_strategy` `read`, the reads
+//! counted); `K@read:<owner>` is one owner's read hold, and `K@write:<owner>` a
 //! waiting writer's intent, which makes readers that arrive after it wait. Being lease
 //! rows, they are renewed, released, listed and swept as every lease is, a read with
 //! its name (`lease_renew.sql`, `shared.rs`).
@@ -20,8 +21,9 @@ use super::values::{Acquire, Key, Share};
 pub(crate) enum Read {
     /// Granted: the read hold's row.
     Granted(Grant),
-    /// The name is held otherwise (a writer, a lock of any strategy, a semaphore's
-    /// permits), or a writer waits for it.
+    /// The name is held otherwise (a writer, a lock of any strategy, this owner's own
+    /// included unless it is the write side, a semaphore's permits), or a writer waits
+    /// for it.
     Busy,
     /// The key's gate, or a row the attempt needed, was in use by another transaction
     /// for a moment.

@@ -3,8 +3,8 @@
 //! hold it, each a transaction of its own.
 //!
 //! Every primitive holds a name `N` through the row `N`. The exclusive ones (a lock
-//! of any strategy, a multi-lock's key, an election, the write side) hold it with
-//! their owner, as a lease does. Reads and permits hold it together: the row `N` then
+//! of any strategy, a multi-lock's key, an election, the write side, whose row
+//! records `write`) hold it with their owner, as a lease does. Reads and permits hold it together: the row `N` then
 //! has no owner (`''`), records the mode (`lock_strategy` `read` or `semaphore`),
 //! counts the holds in `hold_count`, and expires no sooner than any of them; each
 //! hold keeps a row of its own beside it (`N@read:<owner>`, `semaphore:N#<slot>`),
@@ -17,8 +17,13 @@
 //! (`rw.rs`, `semaphore.rs`); a renewal pushes `N` in the same statement
 //! (`lease_renew.sql`); an extension pushes `N` as far as the hold, in one transaction
 //! ([`extend`]); a release counts `N` one hold less in the release's transaction and
-//! frees it at none ([`release`]). A hold whose holder died keeps `N` counted until `N`
+//! frees it at none ([`release`]); the write side's release leaves `N` to its owner's
+//! live read (`rw_release.sql`). A hold whose holder died keeps `N` counted until `N`
 //! expires: that costs the name's next holder time, never safety.
+//!
+//! Every step that locks a hold's row and its name's locks the hold's first, then the
+//! name's (the renewal and the write side's release too): two steps never wait for
+//! each other in opposite orders.
 
 use super::backend::Backend;
 use super::runner::{self, texts, On, Runner};
@@ -42,28 +47,6 @@ pub(crate) async fn release<B: Backend>(
         }
         Some(0) => {
             B::Db::execute(On::Conn(&mut *tx), &s.leave, name).await?;
-        }
-        Some(_) => {}
-    }
-    tx.commit().await?;
-    Ok(true)
-}
-
-/// The write side's release: gives back one hold of the name `h.key` if it is still
-/// ours, and when it was the last and the owner holds a live read of the name (a
-/// downgrade), leaves the name to that read in shared mode, in one transaction, with
-/// no moment free: whether the write was still ours.
-pub(crate) async fn release_write<B: Backend>(b: &B, h: &Held<'_>) -> Result<bool, sqlx::Error> {
-    let common = b.common();
-    let mut tx = runner::begin(b.pool()).await?;
-    let left = B::Db::value(On::Conn(&mut *tx), &common.shared.release, h).await?;
-    match left {
-        None => {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        Some(0) => {
-            B::Db::execute(On::Conn(&mut *tx), &common.rw.convert, h).await?;
         }
         Some(_) => {}
     }

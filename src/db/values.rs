@@ -33,7 +33,8 @@ impl Values for Nothing {
     }
 }
 
-/// An acquisition of `key` by `owner`, for `ttl_us`, recorded as `strategy`.
+/// An acquisition of `key` by `owner`, for `ttl_us`, recorded as `strategy` (a
+/// strategy's name, or `write` for the write side of a read-write lock).
 ///
 /// `presence`: the key of the owner's presence marker to record with the lease (`""`
 /// for none); `gone`: an owner whose marker the caller found free and holds (SQLite;
@@ -42,7 +43,7 @@ impl Values for Nothing {
 pub(crate) struct Acquire<'a> {
     pub(crate) key: &'a str,
     pub(crate) owner: &'a str,
-    pub(crate) strategy: Strategy,
+    pub(crate) strategy: &'a str,
     pub(crate) ttl_us: i64,
     pub(crate) presence: &'a str,
     pub(crate) gone: &'a str,
@@ -63,7 +64,7 @@ impl Values for Acquire<'_> {
     fn value(&self, param: Param) -> Value<'_> {
         match param {
             Param::Owner => Value::Text(self.owner),
-            Param::Strategy => Value::Text(self.strategy.name()),
+            Param::Strategy => Value::Text(self.strategy),
             Param::TtlUs => Value::Int(self.ttl_us),
             Param::Presence => Value::Text(self.presence),
             Param::Gone => Value::Text(self.gone),

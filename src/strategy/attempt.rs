@@ -19,7 +19,7 @@ use crate::db::{noting_checkout, Failure};
 use crate::support::error::{Class, Error};
 use crate::support::strategy_kind::Strategy;
 
-use super::grant::{Ask, Granted, LockId};
+use super::grant::{Ask, Granted};
 use super::handle::{Handle, InFlight};
 use super::release::release;
 use super::{for_update, lease};
@@ -171,12 +171,9 @@ async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: O
             return;
         }
     };
-    let id = LockId {
-        key: ask.key,
-        strategy: ask.strategy,
-        token: grant.token,
-        rw_write: false,
-    };
+    // Named as the ask's grant, a write side's included: its give-back is the write
+    // side's release, which leaves the name to a read of the owner granted beside it.
+    let id = ask.id(grant.token);
     // A re-entry nobody waits for gives back its hold alone; should it be the last,
     // the key is kept as the holds before it asked.
     let at_least = handle.at_least(&id.key);

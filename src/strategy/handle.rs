@@ -209,17 +209,17 @@ impl Handle {
     /// Whether this handle holds `name` otherwise than as the write side of the
     /// read-write lock `name` (a plain lock, a multi-lock's key, a fair or for-update
     /// lock): a read beside such a hold is refused, since its release would free the
-    /// name under the read.
+    /// name under the read, and so is the write side (the two are holders of their own
+    /// in the table: neither re-enters the other).
     pub(crate) fn holds_other_than_write(&self, name: &str) -> bool {
         self.held().get(name).is_some_and(|h| h.guards > h.writes)
     }
 
-    /// Notes that a guard of `key` (counted by [`hold_started`](Self::hold_started))
-    /// holds it as the write side of the read-write lock `key`.
-    pub(crate) fn write_started(&self, key: &str) {
-        if let Some(entry) = self.held().get_mut(key) {
-            entry.writes += 1;
-        }
+    /// Whether a guard of this handle holds `name` as the write side of the read-write
+    /// lock `name`: a lock or a multi-lock on the name is refused then (it would wait
+    /// for the write side, which the database holds as a holder of its own).
+    pub(crate) fn holds_write_side(&self, name: &str) -> bool {
+        self.held().get(name).is_some_and(|h| h.writes > 0)
     }
 
     /// The longest at-least hold the guards of `key` asked for: the holds of one key
@@ -228,8 +228,15 @@ impl Handle {
         self.held().get(key).and_then(|h| h.at_least)
     }
 
-    /// Notes a guard of `key` held with `strategy`, and the at-least hold it asked for.
-    pub(crate) fn hold_started(&self, key: &str, strategy: Strategy, at_least: Option<Duration>) {
+    /// Notes a guard of `key` held with `strategy`, and the at-least hold it asked for;
+    /// `write`: as the write side of the read-write lock `key`.
+    pub(crate) fn hold_started(
+        &self,
+        key: &str,
+        strategy: Strategy,
+        at_least: Option<Duration>,
+        write: bool,
+    ) {
         let mut held = self.held();
         let entry = held.entry(key.to_owned()).or_insert(HeldKey {
             strategy,
@@ -238,6 +245,7 @@ impl Handle {
             at_least: None,
         });
         entry.guards += 1;
+        entry.writes += u32::from(write);
         entry.at_least = entry.at_least.max(at_least);
     }
 

@@ -18,7 +18,7 @@ use crate::keepers::watchdog::Track;
 use crate::support::error::{Class, Error, Result};
 use crate::support::lost::LostSignal;
 
-use super::grant::{Ask, LockId};
+use super::grant::{Ask, LockId, WRITE_SIDE};
 use super::handle::Handle;
 use super::release::release;
 
@@ -47,7 +47,7 @@ pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>,
     let acquire = Acquire {
         key: &ask.key,
         owner: &handle.owner_text,
-        strategy: ask.strategy,
+        strategy: ask.recorded(),
         ttl_us: ask.ttl_us(),
         presence: &presence,
         gone: "",
@@ -63,9 +63,15 @@ pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>,
     if grant.owner != handle.owner_text || grant.hold_count < 1 {
         return Ok(None);
     }
-    if grant.strategy != ask.strategy.name() {
-        // Ours, held with the other strategy, and left as it was (MariaDB answers the
-        // row as it stands; the others answer nothing then).
+    if grant.strategy != ask.recorded() {
+        // Ours, held otherwise, and left as it was (MariaDB answers the row as it
+        // stands; the others answer nothing then). The write side of a read-write lock
+        // and another lock of the owner on the name are two holders: busy, as for two
+        // owners (the handle refuses such a mix before any SQL, but two requests made at
+        // once both pass its checks, and the database decides between them).
+        if ask.write || grant.strategy == WRITE_SIDE {
+            return Ok(None);
+        }
         return Err(Failure {
             class: Class::Other,
             error: Error::StrategyConflict {

@@ -88,12 +88,7 @@ impl Hold {
         sent: Instant,
         renewal: Renewal,
     ) -> (Self, LockId, LostSignal) {
-        let id = |token| LockId {
-            key: ask.key.clone(),
-            strategy: ask.strategy,
-            token,
-            rw_write: false,
-        };
+        let id = |token| ask.id(token);
         match granted {
             Granted::Lease(grant) => {
                 let id = id(grant.token);

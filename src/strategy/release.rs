@@ -6,7 +6,8 @@
 //! Besides the strategies' own releases, two keep a name held in shared mode
 //! (`db/shared.rs`) true: a hold of a name in shared mode (a read, a permit: its key
 //! tells its name) counts its name one hold less as it goes, and the write side of a
-//! read-write lock leaves its name to its owner's read, when it holds one.
+//! read-write lock (its grant's [`LockId`] says so, from the ask that took it) leaves
+//! its name to its owner's read, when the table shows one live.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,9 +31,9 @@ type Boxed<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
 /// The insert strategy's last hold deletes the row; a lease's row stays, free; a fair
 /// lock's last hold hands it to the next live waiter in the same transaction
 /// (`db/fair.rs`). A hold of a name in shared mode counts its name one hold less in
-/// the same transaction, and the write side of a read-write lock leaves its name to
-/// its owner's live read, if it has one (a downgrade), with no moment free. With an
-/// at-least hold (`at_least`, see
+/// the same transaction, and every release of the write side of a read-write lock
+/// leaves its name to its owner's live read, if it has one (a downgrade), with no
+/// moment free. With an at-least hold (`at_least`, see
 /// [`LockRequest::at_least`](crate::LockRequest::at_least)) the last hold frees the key
 /// only once that long has passed since the lease was taken, on the database clock;
 /// before then the row stays taken, with no hold, until then. On MariaDB a release
@@ -59,17 +60,17 @@ pub(crate) async fn release(
         let shared: Boxed<'_> = Box::pin(release_shared(handle, id, name));
         return shared.await;
     }
-    // A write side's release that has to keep an at-least hold cannot have a read
-    // beside it: a read is refused to a handle that holds its name otherwise.
-    if id.rw_write && at_least.is_none() {
+    // Every release of a write side, whoever sends it (the guard, a dropped guard, the
+    // give-back of an attempt nobody waited for), is the write side's: its one
+    // statement decides from the table whether its owner's read takes the name over.
+    // (A write side has no at-least hold: the read-write lock asks for none, and a
+    // lock of the handle that could is refused beside the write side.)
+    if id.rw_write {
         // Alone with this handle's reads of the name: none starts meanwhile, and one
-        // under way is held (or given back) by now. Without a read the name is simply
-        // freed, in the one statement of any lease.
+        // under way is held (or given back) by now, so that the statement sees every
+        // read of the owner that will be held.
         let _alone = handle.alone(&read_key(&id.key, &handle.owner_text)).await;
-        if handle.holds_read_of(&id.key) {
-            let write: Boxed<'_> = Box::pin(release_write(handle, id));
-            return write.await;
-        }
+        return release_write(handle, id).await;
     }
     release_row(handle, id, at_least).await
 }
@@ -91,7 +92,7 @@ async fn release_shared(handle: &Handle, id: &LockId, name: Parent<'_>) -> Resul
 }
 
 /// Gives back one hold of the write side of a read-write lock, and with its last,
-/// leaves the name to the owner's live read, if it holds one, in one transaction:
+/// leaves the name to the owner's live read, if it holds one, in one statement:
 /// whether it was still ours. Retried as [`release_shared`].
 async fn release_write(handle: &Handle, id: &LockId) -> Result<bool> {
     let held = id.held(&handle.owner_text);

@@ -3,7 +3,8 @@
 //! given back when nobody is there to take it.
 //!
 //! The write side needs no attempt of its own: it is a lease on the lock's name, taken
-//! by the lease's attempt, busy while reads hold the name (`db/shared.rs`).
+//! by the lease's attempt (recorded as the write side: `Ask::write`), busy while reads
+//! hold the name (`db/shared.rs`).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -91,7 +92,7 @@ async fn statement(handle: &Handle, name: &str, ttl: Duration) -> Result<Option<
     let a = Acquire {
         key: name,
         owner: &handle.owner_text,
-        strategy: Strategy::Lease,
+        strategy: Strategy::Lease.name(),
         ttl_us: i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX),
         presence: "",
         gone: "",

@@ -244,9 +244,11 @@ pub enum Error {
 
     /// Occurs when a handle asks for a name in a way its own holds of that name forbid:
     /// the read side of a read-write lock whose name it holds as a lock (not as the
-    /// write side), or a lock (or a multi-lock's key) on a name it holds a read of.
-    /// The release of the one would not keep the name for the other. Release the hold
-    /// named first. Reported before any SQL is sent.
+    /// write side), a lock (or a multi-lock's key) on a name it holds a read of or
+    /// holds as the write side, or the write side of a name it holds as a lock. They
+    /// are holders of their own: the one would wait for the other, or its release
+    /// would not keep the name for the other. Release the hold named first. Reported
+    /// before any SQL is sent.
     #[error(
         "{key:?}: this handle holds it {held} and cannot take it {requested} as well; \
          release that hold first"
@@ -254,9 +256,9 @@ pub enum Error {
     MixedHolds {
         /// The name asked for.
         key: String,
-        /// How the handle holds it: `as a lock` or `by a read`.
+        /// How the handle holds it: `as a lock`, `by a read` or `as the write side`.
         held: &'static str,
-        /// How it was asked for: `by a read` or `as a lock`.
+        /// How it was asked for: `by a read`, `as a lock` or `as the write side`.
         requested: &'static str,
     },
 
