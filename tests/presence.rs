@@ -784,6 +784,109 @@ async fn a_takeover_while_both_presence_connections_are_gone_is_signalled() -> a
     Ok(())
 }
 
+/// A takeover keeps the dead holder's marker until it commits, so that the holder
+/// cannot take it back meanwhile; it keeps it in shared mode, so that the holder's own
+/// acquisition running meanwhile does not mistake the taker for its own session and
+/// record a marker that is free the moment the takeover commits. PostgreSQL only (a
+/// MariaDB takeover holds the row, not the name). The takeover is slowed by a trigger
+/// of the test's own so that the holder's acquisition runs inside it every time;
+/// before, that lease recorded the marker and a third owner took it right after.
+#[tokio::test]
+async fn a_takeover_in_progress_is_not_mistaken_for_the_holders_marker() -> anyhow::Result<()> {
+    const NAME: &str = "sqlock_p_taking";
+    for b in common::backends_of("presence_taking", &[Dialect::Postgres]).await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let table = b.quoted();
+        b.script(
+            &admin,
+            &format!(
+                "CREATE OR REPLACE FUNCTION sqlock_test_slow_takeover() RETURNS trigger \
+                 LANGUAGE plpgsql AS $$ BEGIN \
+                 IF NEW.lock_key = 'first' AND NEW.lock_owner <> OLD.lock_owner THEN \
+                 PERFORM pg_sleep(2); END IF; RETURN NEW; END $$; \
+                 CREATE TRIGGER sqlock_test_slow AFTER UPDATE ON {table} \
+                 FOR EACH ROW EXECUTE FUNCTION sqlock_test_slow_takeover()"
+            ),
+        )
+        .await?;
+        let pool = own_pool(&b, &admin, NAME, "").await?;
+        let holder = Locker::builder(pool.clone())
+            .table(&b.table)
+            .presence(true)
+            .ttl(Duration::from_secs(60))
+            .build()?;
+        let first = holder.acquire("first").await?;
+        let m = support::recorded(&b, &admin, "first")
+            .await?
+            .context("the lease records no marker")?;
+        let support::Marker::Postgres { key, .. } = m.clone() else {
+            anyhow::bail!("not a PostgreSQL marker: {m:?}");
+        };
+        let (h, w) = support::watched(&b, &admin, &m, Who::Anyone).await?;
+        warm(&pool).await?;
+        logins(&b, &admin, NAME, false).await?;
+        let outcome = async {
+            support::end(&b, &admin, w).await?;
+            support::end(&b, &admin, h).await?;
+            assert!(
+                common::eventually(|| async {
+                    Ok(support::sessions(&b, &admin, &m, Who::Anyone)
+                        .await?
+                        .0
+                        .is_none())
+                })
+                .await?,
+                "the marker is still held"
+            );
+            // The takeover, held open by the trigger with the marker taken.
+            let taker = b.builder().await?.build()?;
+            let taking = tokio::spawn(async move {
+                let guard = taker.try_acquire("first").await?;
+                Ok::<_, sqlock::Error>((taker, guard))
+            });
+            let held = format!(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+                 AND classid = 1936813168 AND objid = {key} AND objsubid = 2 AND granted"
+            );
+            assert!(
+                common::eventually(|| async { Ok(b.scalar(&admin, &held).await? > 0) }).await?,
+                "the takeover never took the marker"
+            );
+            // The holder's acquisition meanwhile, on its pool's open connection.
+            let second = holder
+                .try_acquire("second")
+                .await?
+                .context("the second key was not granted")?;
+            assert!(
+                !taking.is_finished(),
+                "the takeover ended before the holder's acquisition: the test proves nothing"
+            );
+            let (taker, taken) = taking.await??;
+            let taken = taken.context("the dead marker's lease was not taken")?;
+            assert_eq!(
+                support::recorded(&b, &admin, "second").await?,
+                None,
+                "a lease recorded the marker a takeover held"
+            );
+            assert!(
+                taker.try_acquire("second").await?.is_none(),
+                "the holder's second lease was taken"
+            );
+            assert!(taken.release().await?);
+            Ok::<_, anyhow::Error>(second)
+        }
+        .await;
+        logins(&b, &admin, NAME, true).await?;
+        b.script(&admin, &format!("DROP TRIGGER sqlock_test_slow ON {table}"))
+            .await?;
+        let second = outcome?;
+        assert!(second.release().await?);
+        assert!(!first.release().await?, "the taken lease released");
+    }
+    Ok(())
+}
+
 /// A multi-lock records the marker on each of its keys as a lease does, only while a
 /// session holds it, and its keys are checked as leases are: with both of the handle's
 /// presence connections gone (and no way to open another), a multi-lock granted then

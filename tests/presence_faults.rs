@@ -228,3 +228,181 @@ async fn restart_scenario(b: &common::Backend, server: &str) -> anyhow::Result<(
     assert!(standby.is_some(), "{}: no standby waited", b.dialect);
     Ok(())
 }
+
+/// PostgreSQL restarts in place when one of its processes crashes (a backend killed,
+/// `restart_after_crash`): the postmaster stays, so its start time does not change,
+/// but every session ends, the holder's presence connections with them, and every
+/// marker is free while the holder is alive. Such a restart costs a presence holder
+/// nothing either: the crash discards the server's statistics, which gives the
+/// lifetime a new stamp, and the markers of before are not trusted. The holder cannot
+/// log in again until the test lets it, so that an acquirer has the whole window to
+/// itself; before, it took the lease at once. Then the holder takes its marker back,
+/// renews, keeps its token, and signals no loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_restart_costs_a_presence_holder_nothing() -> anyhow::Result<()> {
+    const ROLE: &str = "sqlock_p_crash";
+    let _turn = TURN.lock().await;
+    for b in common::fault_servers("presence_crash").await {
+        if b.dialect != Dialect::Postgres {
+            continue;
+        }
+        let scenario = b.clone();
+        let outcome = tokio::spawn(async move { crash_scenario(&scenario, ROLE).await }).await;
+        // Whatever happened, the role may log in again, for the next run.
+        let admin = up(&b).await?;
+        b.script(&admin, &format!("ALTER ROLE {ROLE} LOGIN"))
+            .await?;
+        finish(outcome)?;
+    }
+    Ok(())
+}
+
+/// A pool on `b` once its server answers again (a crash restart takes a moment).
+async fn up(b: &common::Backend) -> anyhow::Result<sqlock::DbPool> {
+    let started = Instant::now();
+    loop {
+        match b.pool().await {
+            Ok(pool) if b.scalar(&pool, "SELECT CAST(1 AS BIGINT)").await.is_ok() => {
+                return Ok(pool)
+            }
+            _ if started.elapsed() > Duration::from_secs(60) => {
+                anyhow::bail!("{}: the server did not come back in 60 s", b.dialect)
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// The postmaster's start and the statistics' last reset, in microseconds.
+async fn starts(b: &common::Backend, admin: &sqlock::DbPool) -> anyhow::Result<(i64, i64)> {
+    let postmaster = b
+        .scalar(
+            admin,
+            "SELECT CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)",
+        )
+        .await?;
+    let reset = b
+        .scalar(
+            admin,
+            "SELECT COALESCE(CAST(extract(epoch FROM stats_reset) * 1000000 AS BIGINT), 0) \
+             FROM pg_stat_bgwriter",
+        )
+        .await?;
+    Ok((postmaster, reset))
+}
+
+async fn crash_scenario(b: &common::Backend, role: &str) -> anyhow::Result<()> {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+
+    b.fresh_table().await?;
+    let admin = b.pool().await?;
+    b.script(
+        &admin,
+        &format!(
+            "DO $$ BEGIN CREATE ROLE {role} LOGIN SUPERUSER; \
+             EXCEPTION WHEN duplicate_object THEN NULL; END $$; ALTER ROLE {role} LOGIN"
+        ),
+    )
+    .await?;
+    let url = b.url().replacen("postgres@", &format!("{role}@"), 1);
+    let pool: sqlock::DbPool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(&url)
+        .await?
+        .into();
+    let ttl = Duration::from_secs(30);
+    let holder = sqlock::Locker::builder(pool)
+        .table(&b.table)
+        .presence(true)
+        .ttl(ttl)
+        .build()?;
+    let guard = holder.acquire("crash").await?;
+    let token = guard.fencing_token();
+    let m = support::recorded(b, &admin, "crash")
+        .await?
+        .context("the lease records no marker")?;
+    let (_, standby) = support::standby(b, &admin, &m, Who::Anyone).await?;
+    anyhow::ensure!(standby.is_some(), "no standby waited");
+    let before = starts(b, &admin).await?;
+    b.script(&admin, &format!("ALTER ROLE {role} NOLOGIN"))
+        .await?;
+    // The crash: a backend of the test's own killed, which makes the postmaster end
+    // every session and restart the server in place.
+    let victim = b
+        .scalar(&admin, "SELECT CAST(pg_backend_pid() AS BIGINT)")
+        .await?;
+    drop(admin);
+    let crashed = Instant::now();
+    kill(Pid::from_raw(i32::try_from(victim)?), Signal::SIGKILL)?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let admin = up(b).await?;
+    let down = crashed.elapsed();
+    // The fault took: the same postmaster, a restart all the same, and the marker
+    // free, with its holder alive and shut out.
+    let after = starts(b, &admin).await?;
+    assert_eq!(
+        after.0, before.0,
+        "the postmaster restarted: not a crash in place"
+    );
+    assert_ne!(
+        after.1, before.1,
+        "the statistics survived: no crash restart"
+    );
+    assert_eq!(
+        support::sessions(b, &admin, &m, Who::Anyone).await?,
+        (None, vec![]),
+        "the holder's presence sessions outlived the crash"
+    );
+    // An acquirer has the free marker to itself for a second: never granted.
+    let waiter = b.builder().await?.build()?;
+    let mut polls = 0u32;
+    let window = Instant::now();
+    while window.elapsed() < Duration::from_secs(1) {
+        assert!(
+            waiter.try_acquire("crash").await?.is_none(),
+            "taken after a crash restart of {down:?} (TTL {ttl:?}) while its holder lived"
+        );
+        polls += 1;
+    }
+    assert_eq!(
+        support::sessions(b, &admin, &m, Who::Anyone).await?.0,
+        None,
+        "the marker was held during the polls"
+    );
+    b.script(&admin, &format!("ALTER ROLE {role} LOGIN"))
+        .await?;
+    support::watched(b, &admin, &m, Who::Anyone).await?;
+    println!(
+        "crash restart in {down:?} (TTL {ttl:?}): {polls} polls while the marker was free, \
+         none granted; the holder took its marker back"
+    );
+    let renewed = holder.watchdog_stats().renewed;
+    assert!(
+        common::eventually(|| async { Ok(holder.watchdog_stats().renewed > renewed) }).await?,
+        "the renewals did not resume"
+    );
+    let info = holder
+        .lock_info("crash")
+        .await?
+        .context("the lease is gone")?;
+    assert_eq!(info.fencing_token, token);
+    assert!(!guard.is_lost(), "a loss was signalled");
+    // A lease granted now records the marker on the new lifetime.
+    let next = holder.acquire("crash-next").await?;
+    match (&m, support::recorded(b, &admin, "crash-next").await?) {
+        (
+            support::Marker::Postgres { key, stamp },
+            Some(support::Marker::Postgres { key: k, stamp: s }),
+        ) => {
+            assert_eq!(k, *key);
+            assert_ne!(s, *stamp, "the same lifetime after a crash restart");
+            assert_eq!(s, support::lifetime(&admin).await?);
+        }
+        (_, recorded) => anyhow::bail!("recorded {recorded:?} after the crash restart"),
+    }
+    assert!(next.release().await?);
+    assert!(guard.release().await?);
+    Ok(())
+}

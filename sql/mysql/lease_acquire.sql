@@ -43,9 +43,14 @@
 -- connection holds any more (IS_USED_LOCK is NULL: the holder's process died and the
 -- server ended its connections), and only on the server lifetime that recorded it: the
 -- marker names this server (@@server_id: a promoted replica has an id of its own) and
--- the lease was taken after this server started (UTC_TIMESTAMP less Uptime, which is
--- whole seconds: a start up to a second earlier than the truth, so a lease of the
--- first second of a lifetime is never trusted, and one of a lifetime before never).
+-- the lease was taken after this server started. MariaDB keeps its start in whole
+-- seconds and counts Uptime as the statement's start less that, both truncated: the
+-- start lies in the second that begins at UTC_TIMESTAMP() (whole seconds) less Uptime,
+-- so a lease taken a second after that was taken after the start, and one of a
+-- lifetime before never is (a lease of the first second of a lifetime is not trusted
+-- either, and waits for its expiry). UTC_TIMESTAMP(6) less Uptime would not do: with
+-- the statement early in its second and the start late in its own, it falls up to a
+-- second before the start.
 -- A restarted server holds no name of before its start, which says nothing of their
 -- holders. MariaDB evaluates AND from left to right and stops at the first false, so
 -- Uptime is read only for a free marker. The test is made once, in the first
@@ -72,7 +77,7 @@ ON DUPLICATE KEY UPDATE
             AND IS_USED_LOCK(presence_key) IS NULL
             AND SUBSTRING_INDEX(SUBSTRING_INDEX(presence_key, ':', 2), ':', -1)
                 = CAST(@@server_id AS CHAR)
-            AND acquired_at > UTC_TIMESTAMP(6) - INTERVAL (SELECT VARIABLE_VALUE
+            AND acquired_at >= UTC_TIMESTAMP() + INTERVAL 1 SECOND - INTERVAL (SELECT VARIABLE_VALUE
                 FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'UPTIME') SECOND))
         OR NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)

@@ -52,7 +52,7 @@ WHERE NOT EXISTS (
                    AND IS_USED_LOCK(b.presence_key) IS NULL
                    AND SUBSTRING_INDEX(SUBSTRING_INDEX(b.presence_key, ':', 2), ':', -1)
                        = CAST(@@server_id AS CHAR)
-                   AND b.acquired_at > UTC_TIMESTAMP(6) - INTERVAL (SELECT VARIABLE_VALUE
+                   AND b.acquired_at >= UTC_TIMESTAMP() + INTERVAL 1 SECOND - INTERVAL (SELECT VARIABLE_VALUE
                        FROM information_schema.SESSION_STATUS
                        WHERE VARIABLE_NAME = 'UPTIME') SECOND))
 ORDER BY k.k
@@ -63,7 +63,7 @@ ON DUPLICATE KEY UPDATE
             AND IS_USED_LOCK(presence_key) IS NULL
             AND SUBSTRING_INDEX(SUBSTRING_INDEX(presence_key, ':', 2), ':', -1)
                 = CAST(@@server_id AS CHAR)
-            AND acquired_at > UTC_TIMESTAMP(6) - INTERVAL (SELECT VARIABLE_VALUE
+            AND acquired_at >= UTC_TIMESTAMP() + INTERVAL 1 SECOND - INTERVAL (SELECT VARIABLE_VALUE
                 FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'UPTIME') SECOND))
         OR NOT locked OR expires_at <= VALUES(lock_time)
         OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)

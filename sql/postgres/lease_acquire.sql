@@ -27,21 +27,34 @@
 -- a marker whose session ended is never recorded, and the lease is then a plain one.
 -- The shared form lets two acquisitions of one handle try it at once without either
 -- mistaking the other's try for a holder. What is recorded is the marker's key in the
--- low 32 bits and, in the high 32, a stamp of this server's lifetime (the low 32 bits
--- of pg_postmaster_start_time() in microseconds): a restarted server, or a promoted
--- standby, has another, and a marker recorded before it is never trusted (no session
--- of the new lifetime holds it, which says nothing of its holder). The marked column
--- says whether the marker was recorded.
+-- low 32 bits and, in the high 32, a stamp of this server's lifetime (life: the low 32
+-- bits of pg_postmaster_start_time() XOR pg_stat_bgwriter.stats_reset, in
+-- microseconds): a restarted server, or a promoted standby, has another postmaster
+-- start, and a server that restarted after a crash of one of its processes (the
+-- postmaster stays, every session ends, restart_after_crash) has discarded its
+-- statistics, which sets stats_reset anew. A marker recorded before is never trusted
+-- (no session of the new lifetime holds it, which says nothing of its holder). An
+-- operator's pg_stat_reset_shared() changes the stamp too, which only makes the
+-- markers of before untrusted: their leases then last until their expiry. The marked
+-- column says whether the marker was recorded.
 -- A live lease of another owner is taken too when its row records a marker stamped
 -- with this lifetime and no session holds that marker any more: the holder's process
--- died and the server ended its sessions. pg_try_advisory_xact_lock succeeds only
--- then, and keeps the marker until this statement commits, so the holder cannot take
--- it back meanwhile (a holder that takes it back afterwards finds the lease taken).
+-- died and the server ended its sessions. pg_try_advisory_xact_lock_shared succeeds
+-- only then (the holder's session holds it exclusively), and keeps the marker until
+-- this statement commits, so the holder cannot take it back meanwhile (a holder that
+-- takes it back afterwards finds the lease taken). Shared, so that the holder's own
+-- acquisition running meanwhile sees the marker as not held, and records none (an
+-- exclusive hold of the taker's would look like the holder's session).
 -- CASE keeps the order: the lock is tried only for a stamp of this lifetime. Such a
 -- takeover is a new grant: a new token, one hold. A for-update row is never taken
 -- this way (its holder keeps the key's gate anyway).
 WITH gate AS MATERIALIZED (
     SELECT pg_try_advisory_xact_lock(hashtextextended(:key, hashtext('{table}'))) AS open
+), life AS MATERIALIZED (
+    SELECT ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
+             # COALESCE(CAST(extract(epoch FROM (SELECT stats_reset FROM pg_stat_bgwriter))
+                             * 1000000 AS BIGINT), 0))
+            & 4294967295) << 32 AS stamp
 ), taken AS (
 INSERT INTO "{table}" AS l
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
@@ -53,10 +66,8 @@ SELECT :key, :owner, :strategy, TRUE, statement_timestamp(), statement_timestamp
             WHEN pg_try_advisory_xact_lock_shared(1936813168,
                                                   CAST(NULLIF(:presence, '') AS INTEGER))
             THEN NULL
-            ELSE ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
-                   & 4294967295) << 32)
-                 | CAST(NULLIF(:presence, '') AS BIGINT) END
-FROM gate
+            ELSE life.stamp | CAST(NULLIF(:presence, '') AS BIGINT) END
+FROM gate, life
 WHERE gate.open
 ON CONFLICT (lock_key) DO UPDATE SET
     fencing_token = CASE
@@ -88,10 +99,8 @@ WHERE NOT l.locked
    OR (l.presence_key IS NOT NULL
        AND l.lock_owner <> EXCLUDED.lock_owner
        AND l.lock_strategy <> 'for-update'
-       AND CASE WHEN (l.presence_key & -4294967296)
-                     = ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
-                         & 4294967295) << 32)
-                THEN pg_try_advisory_xact_lock(1936813168,
+       AND CASE WHEN (l.presence_key & -4294967296) = (SELECT stamp FROM life)
+                THEN pg_try_advisory_xact_lock_shared(1936813168,
                                                CAST(l.presence_key & 2147483647 AS INTEGER))
                 ELSE FALSE END)
 RETURNING

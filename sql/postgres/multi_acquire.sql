@@ -3,7 +3,8 @@
 -- lease_acquire.sql takes one (free, expired, already ours with the same strategy and
 -- a hold, or a dead presence holder's of this server's lifetime), with the same token
 -- rules, and records the handle's presence marker as it does: only while a session
--- holds it, stamped with the server's lifetime; marked says whether it did.
+-- holds it, stamped with the server's lifetime (life, as there); marked says whether
+-- it did.
 --
 -- All or none, in three steps of one statement:
 -- 1. the gates: every key's transaction-scoped advisory lock, tried without waiting
@@ -24,6 +25,11 @@ WITH keys AS MATERIALIZED (
     SELECT bool_and(pg_try_advisory_xact_lock(hashtextextended(k, hashtext('{table}'))))
            AS open
     FROM keys
+), life AS MATERIALIZED (
+    SELECT ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
+             # COALESCE(CAST(extract(epoch FROM (SELECT stats_reset FROM pg_stat_bgwriter))
+                             * 1000000 AS BIGINT), 0))
+            & 4294967295) << 32 AS stamp
 ), busy AS MATERIALIZED (
     SELECT count(*) AS n
     FROM "{table}" AS l JOIN keys ON l.lock_key = keys.k, gate
@@ -33,10 +39,8 @@ WITH keys AS MATERIALIZED (
       AND NOT (l.presence_key IS NOT NULL
                AND l.lock_owner <> :owner
                AND l.lock_strategy <> 'for-update'
-               AND CASE WHEN (l.presence_key & -4294967296)
-                             = ((CAST(extract(epoch FROM pg_postmaster_start_time())
-                                      * 1000000 AS BIGINT) & 4294967295) << 32)
-                        THEN pg_try_advisory_xact_lock(1936813168,
+               AND CASE WHEN (l.presence_key & -4294967296) = (SELECT stamp FROM life)
+                        THEN pg_try_advisory_xact_lock_shared(1936813168,
                                  CAST(l.presence_key & 2147483647 AS INTEGER))
                         ELSE FALSE END)
 ), taken AS (
@@ -50,10 +54,8 @@ SELECT keys.k, :owner, :strategy, TRUE, statement_timestamp(), statement_timesta
             WHEN pg_try_advisory_xact_lock_shared(1936813168,
                                                   CAST(NULLIF(:presence, '') AS INTEGER))
             THEN NULL
-            ELSE ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
-                   & 4294967295) << 32)
-                 | CAST(NULLIF(:presence, '') AS BIGINT) END
-FROM keys, gate, busy
+            ELSE life.stamp | CAST(NULLIF(:presence, '') AS BIGINT) END
+FROM keys, gate, busy, life
 WHERE gate.open AND busy.n = 0
 ORDER BY keys.k
 ON CONFLICT (lock_key) DO UPDATE SET
@@ -86,10 +88,8 @@ WHERE NOT l.locked
    OR (l.presence_key IS NOT NULL
        AND l.lock_owner <> EXCLUDED.lock_owner
        AND l.lock_strategy <> 'for-update'
-       AND CASE WHEN (l.presence_key & -4294967296)
-                     = ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
-                         & 4294967295) << 32)
-                THEN pg_try_advisory_xact_lock(1936813168,
+       AND CASE WHEN (l.presence_key & -4294967296) = (SELECT stamp FROM life)
+                THEN pg_try_advisory_xact_lock_shared(1936813168,
                                                CAST(l.presence_key & 2147483647 AS INTEGER))
                 ELSE FALSE END)
 RETURNING

@@ -73,7 +73,8 @@ pub async fn recorded(b: &Backend, admin: &DbPool, key: &str) -> anyhow::Result<
 /// The stamp of the PostgreSQL server's current lifetime, as a lease records it.
 pub async fn lifetime(admin: &DbPool) -> anyhow::Result<i64> {
     let sql = "SELECT (((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT) \
-               & 4294967295) << 32)) >> 32";
+               # COALESCE(CAST(extract(epoch FROM (SELECT stats_reset FROM pg_stat_bgwriter)) \
+               * 1000000 AS BIGINT), 0)) & 4294967295) << 32) >> 32";
     Ok(sqlx::query_scalar(sql).fetch_one(pg(admin)?).await?)
 }
 
