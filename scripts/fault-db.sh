@@ -18,6 +18,8 @@
 #                                           flushed or checkpointed; the next start
 #                                           recovers from the WAL on disk
 #   scripts/fault-db.sh mariadb stop|start
+#   scripts/fault-db.sh mariadb crash       SIGKILL the server: no shutdown
+#   scripts/fault-db.sh mariadb recoveries  how often it recovered from its redo log
 set -euo pipefail
 
 PG_PORT=5433
@@ -159,6 +161,19 @@ mariadb() {
             mariadb-admin --socket="$MY_SOCK" -uroot shutdown
         fi
         ;;
+    crash)
+        # SIGKILL: no shutdown, nothing flushed beyond what each commit flushed.
+        local pid
+        pid=$(cat "$MY_PID" 2>/dev/null || true)
+        if [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; then
+            wait_for test ! -e "/proc/$pid"
+        fi
+        rm -f "$MY_PID"
+        ;;
+    recoveries)
+        # How often the instance recovered from its redo log at a start (after a crash).
+        grep -c 'Starting crash recovery' "$MY_DIR/error.log" 2>/dev/null || true
+        ;;
     esac
 }
 
@@ -207,7 +222,7 @@ postgres | mariadb)
     "$1" "${2:?start or stop}"
     ;;
 *)
-    echo "usage: $0 up|down|postgres start|postgres stop|postgres crash|mariadb start|mariadb stop" >&2
+    echo "usage: $0 up|down|postgres start|postgres stop|postgres crash|mariadb start|mariadb stop|mariadb crash|mariadb recoveries" >&2
     exit 64
     ;;
 esac

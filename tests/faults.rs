@@ -2,9 +2,10 @@
 //! shared counter under one lock while a fault driver, at random, kills their
 //! connections on the server, pauses them past their TTL (SIGSTOP, SIGCONT), SIGKILLs
 //! them, cuts the network between one of them and the server (one way or both,
-//! shorter or longer than the TTL), and restarts the server. The recorded history is
-//! checked against a fenced-mutex model (`common/history.rs`) and the counter against
-//! the writes the database accepted.
+//! shorter or longer than the TTL), and crashes, stops and restarts the server (a
+//! crash with a commit at risk, shown lost). The recorded history is checked against a
+//! fenced-mutex model (`common/history.rs`) and the counter against the writes the
+//! database accepted.
 //!
 //! Three phases: every fault but the clock, checked with the lease-timing rule too;
 //! every fault with the servers' clock jumping forward past the TTL and back; and the
@@ -815,41 +816,298 @@ impl Workload {
     }
 }
 
-/// Restarts a fault server, down for 1.5 s each time, at random moments of the run:
-/// once 30% to 60% into a run of the default length, about every minute or two in a
-/// longer one, never in the last five seconds. Returns how often it did.
-async fn restarts(dialect: Dialect, run_for: Duration) -> anyhow::Result<usize> {
-    let start = Instant::now();
-    let until = start + run_for;
-    let every = run_for.min(Duration::from_secs(120));
+/// A fault of the whole server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerFault {
+    /// A crash the server restarts from at once. PostgreSQL: its WAL writer is
+    /// SIGKILLed, and the postmaster ends every session and restarts the server in
+    /// place, shared memory and the WAL not yet written dropped, in a fraction of the
+    /// TTL. MariaDB: the server process is SIGKILLed and started again.
+    Crash,
+    /// A clean stop (a shutdown checkpoint), down for 1.5 s, and a start.
+    Restart,
+    /// An immediate stop, nothing flushed nor checkpointed (PostgreSQL: the postmaster
+    /// sent SIGQUIT and the WAL writer SIGKILLed; MariaDB: SIGKILL), down for 1.5 s,
+    /// longer than the TTL, and a start.
+    CrashStop,
+}
+
+/// The order the server faults of a phase come in: each phase starts with another,
+/// so that a run of the default length, which has room for two or three a phase,
+/// meets every kind.
+fn server_faults_order(phase: usize) -> [ServerFault; 3] {
+    use ServerFault::*;
+    match phase % 3 {
+        0 => [Crash, Restart, CrashStop],
+        1 => [CrashStop, Crash, Restart],
+        _ => [Restart, CrashStop, Crash],
+    }
+}
+
+/// What the server faults of one server did in a phase.
+#[derive(Debug, Default, Clone, Copy)]
+struct ServerFaults {
+    restarts: usize,
+    crashes: usize,
+    /// Crashes that lost work, shown by a probe (PostgreSQL: a commit made just before
+    /// the crash, asynchronous, with the WAL writer stopped, gone after it) or by the
+    /// server (MariaDB: its log says it recovered from its redo log).
+    crashes_shown: usize,
+    /// Crashes after which PostgreSQL restarted in place (the postmaster stayed).
+    in_place: usize,
+    /// The shortest and longest time from a crash or a stop to the server's answer, ms.
+    down_min_ms: u128,
+    down_max_ms: u128,
+}
+
+impl ServerFaults {
+    fn add(&mut self, o: &ServerFaults) {
+        self.restarts += o.restarts;
+        self.crashes += o.crashes;
+        self.crashes_shown += o.crashes_shown;
+        self.in_place += o.in_place;
+        self.down_min_ms = match (self.down_min_ms, o.down_min_ms) {
+            (0, m) | (m, 0) => m,
+            (a, b) => a.min(b),
+        };
+        self.down_max_ms = self.down_max_ms.max(o.down_max_ms);
+    }
+
+    fn down(&mut self, d: Duration) {
+        let ms = d.as_millis().max(1);
+        self.down_min_ms = if self.down_min_ms == 0 {
+            ms
+        } else {
+            self.down_min_ms.min(ms)
+        };
+        self.down_max_ms = self.down_max_ms.max(ms);
+    }
+}
+
+/// Runs the fault script on a fault server.
+async fn fault_script(dialect: Dialect, action: &str) -> anyhow::Result<String> {
     let server = match dialect {
         Dialect::Postgres => "postgres",
         _ => "mariadb",
     };
-    let script = |action: &'static str| async move {
-        let status = Command::new("bash")
-            .args(["scripts/fault-db.sh", server, action])
-            .status()
-            .await?;
-        anyhow::ensure!(status.success(), "fault-db.sh {server} {action}: {status}");
-        anyhow::Ok(())
-    };
-    let mut done = 0;
+    let out = Command::new("bash")
+        .args(["scripts/fault-db.sh", server, action])
+        .stderr(Stdio::inherit())
+        .output()
+        .await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "fault-db.sh {server} {action}: {}",
+        out.status
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// A pool on `b` once its server answers again.
+async fn answering(b: &Backend) -> anyhow::Result<DbPool> {
+    let started = Instant::now();
     loop {
+        if let Ok(pool) = b.pool_with(2).await {
+            let one = match b.dialect {
+                Dialect::Postgres => "SELECT CAST(1 AS BIGINT)",
+                _ => "SELECT CAST(1 AS SIGNED)",
+            };
+            if b.scalar(&pool, one).await.is_ok() {
+                return Ok(pool);
+            }
+            pool.close().await;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "{}: the server did not answer within 60 s",
+            b.dialect
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Continues a stopped process however the crash below ends, an error included.
+struct Continue(Option<Pid>);
+
+impl Drop for Continue {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = signal(pid, Signal::SIGCONT);
+        }
+    }
+}
+
+/// Crashes PostgreSQL with a commit at risk: its WAL writer is stopped, a probe
+/// commits asynchronously (nobody writes it to the kernel then: only a durable
+/// commit of another session would flush it with its own), and the WAL writer is
+/// SIGKILLed at once, which makes the postmaster restart the server in place; with
+/// `stop_for`, the postmaster is sent SIGQUIT first (an immediate stop), and the server
+/// is started again after that long. Counts the crash, whether the probe's commit was
+/// lost, and whether the server restarted in place.
+async fn crash_postgres(
+    b: &Backend,
+    stop_for: Option<Duration>,
+    faults: &mut ServerFaults,
+) -> anyhow::Result<()> {
+    let admin = b.pool_with(2).await?;
+    let DbPool::Postgres(pg) = &admin else {
+        anyhow::bail!("not PostgreSQL")
+    };
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS faults_crash_probe (id INT PRIMARY KEY, n BIGINT NOT NULL);
+         INSERT INTO faults_crash_probe VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+    )
+    .execute(pg)
+    .await?;
+    let walwriter: i32 =
+        sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'")
+            .fetch_one(pg)
+            .await?;
+    let started: i64 = sqlx::query_scalar(
+        "SELECT CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)",
+    )
+    .fetch_one(pg)
+    .await?;
+    let stat = std::fs::read_to_string(format!("/proc/{walwriter}/stat"))?;
+    let postmaster: i32 = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(1))
+        .context("the WAL writer's parent")?
+        .parse()?;
+    let walwriter = Pid::from_raw(walwriter);
+    let mut probe = pg.begin().await?;
+    signal(walwriter, Signal::SIGSTOP)?;
+    let resume = Continue(Some(walwriter));
+    sqlx::query("SET LOCAL synchronous_commit = off")
+        .execute(&mut *probe)
+        .await?;
+    let committed: i64 =
+        sqlx::query_scalar("UPDATE faults_crash_probe SET n = n + 1 WHERE id = 1 RETURNING n")
+            .fetch_one(&mut *probe)
+            .await?;
+    probe.commit().await?;
+    if stop_for.is_some() {
+        signal(Pid::from_raw(postmaster), Signal::SIGQUIT)?;
+    }
+    signal(walwriter, Signal::SIGKILL)?;
+    let crashed = Instant::now();
+    drop(resume);
+    drop(admin);
+    if let Some(down) = stop_for {
+        let gone = Instant::now();
+        while std::path::Path::new(&format!("/proc/{postmaster}")).exists() {
+            anyhow::ensure!(
+                gone.elapsed() < Duration::from_secs(30),
+                "the postmaster did not stop"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(down).await;
+        fault_script(Dialect::Postgres, "start").await?;
+    }
+    let admin = answering(b).await?;
+    faults.down(crashed.elapsed());
+    let DbPool::Postgres(pg) = &admin else {
+        anyhow::bail!("not PostgreSQL")
+    };
+    let after: i64 = sqlx::query_scalar("SELECT n FROM faults_crash_probe WHERE id = 1")
+        .fetch_one(pg)
+        .await?;
+    let restarted: i64 = sqlx::query_scalar(
+        "SELECT CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)",
+    )
+    .fetch_one(pg)
+    .await?;
+    admin.close().await;
+    faults.crashes += 1;
+    if after < committed {
+        faults.crashes_shown += 1;
+    }
+    if restarted == started {
+        faults.in_place += 1;
+    }
+    Ok(())
+}
+
+/// Crashes MariaDB: the server process SIGKILLed (every commit it acknowledged was
+/// flushed; what it had not committed is rolled back from its redo and undo logs at
+/// the next start, which its log says), started again at once or after `stop_for`.
+async fn crash_mariadb(
+    b: &Backend,
+    stop_for: Option<Duration>,
+    faults: &mut ServerFaults,
+) -> anyhow::Result<()> {
+    let recovered = |text: String| text.parse::<usize>().context("a count of recoveries");
+    let before = recovered(fault_script(b.dialect, "recoveries").await?)?;
+    fault_script(b.dialect, "crash").await?;
+    let crashed = Instant::now();
+    if let Some(down) = stop_for {
+        tokio::time::sleep(down).await;
+    }
+    fault_script(b.dialect, "start").await?;
+    answering(b).await?.close().await;
+    faults.down(crashed.elapsed());
+    faults.crashes += 1;
+    if recovered(fault_script(b.dialect, "recoveries").await?)? > before {
+        faults.crashes_shown += 1;
+    }
+    Ok(())
+}
+
+/// Crashes, restarts and stops a fault server at random moments of the run, in the
+/// order `order` gives: 15% to 30% of a run of the default length apart (two or three
+/// a phase), about every minute or two in a longer one, never in the last five
+/// seconds. A crash that lost nothing (PostgreSQL: the probe's commit survived, since
+/// a durable commit of a worker flushed it first) is followed by another at once, up
+/// to three, so that the phase shows a crash losing work.
+async fn server_faults(
+    b: Backend,
+    run_for: Duration,
+    order: [ServerFault; 3],
+) -> anyhow::Result<ServerFaults> {
+    let start = Instant::now();
+    let until = start + run_for;
+    let every = (run_for / 2).min(Duration::from_secs(120));
+    let mut faults = ServerFaults::default();
+    for kind in order.iter().cycle() {
         let wait = every.mul_f64(0.3 + 0.3 * fastrand::f64());
         if Instant::now() + wait + Duration::from_secs(5) > until {
-            return Ok(done);
+            break;
         }
         tokio::time::sleep(wait).await;
-        script("stop").await?;
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        script("start").await?;
-        done += 1;
+        let stop_for = Duration::from_millis(1500);
+        match kind {
+            ServerFault::Restart => {
+                fault_script(b.dialect, "stop").await?;
+                let stopped = Instant::now();
+                tokio::time::sleep(stop_for).await;
+                fault_script(b.dialect, "start").await?;
+                answering(&b).await?.close().await;
+                faults.down(stopped.elapsed());
+                faults.restarts += 1;
+            }
+            crash => {
+                let stop_for = (*crash == ServerFault::CrashStop).then_some(stop_for);
+                for _ in 0..3 {
+                    let shown = faults.crashes_shown;
+                    match b.dialect {
+                        Dialect::Postgres => crash_postgres(&b, stop_for, &mut faults).await?,
+                        _ => crash_mariadb(&b, stop_for, &mut faults).await?,
+                    }
+                    if faults.crashes_shown > shown {
+                        break;
+                    }
+                }
+            }
+        }
         println!(
-            "{dialect}: server restarted {:.1}s into the run",
+            "{}: {kind:?} {:.1}s into the run",
+            b.dialect,
             start.elapsed().as_secs_f64()
         );
     }
+    Ok(faults)
 }
 
 /// What the clock jumper did.
@@ -957,7 +1215,8 @@ type Row = (&'static str, Strategy, bool, Totals);
 #[derive(Debug, Default)]
 struct Figures {
     rows: Vec<Row>,
-    restarts: usize,
+    /// The server faults, per server.
+    server_faults: Vec<(&'static str, ServerFaults)>,
     jumps: Jumps,
     /// What the calibrating cuts of a probe dropped, per server.
     calibration: Vec<(&'static str, Dropped)>,
@@ -1031,11 +1290,37 @@ impl Figures {
         out
     }
 
+    /// Adds what a phase's server faults did on `server`.
+    fn add_server_faults(&mut self, server: &'static str, f: &ServerFaults) {
+        match self.server_faults.iter_mut().find(|(s, _)| *s == server) {
+            Some((_, total)) => total.add(f),
+            None => self.server_faults.push((server, *f)),
+        }
+    }
+
     fn summary(&self) -> String {
+        let servers: Vec<String> = self
+            .server_faults
+            .iter()
+            .map(|(server, f)| {
+                let shown = match *server {
+                    "PostgreSQL" => format!(
+                        "{} of them lost an unflushed commit made just before, {} restarted \
+                         in place",
+                        f.crashes_shown, f.in_place
+                    ),
+                    _ => format!("{} of them recovered from the redo log", f.crashes_shown),
+                };
+                format!(
+                    "{server} {} crashes ({shown}) and {} clean restarts, down {}-{} ms",
+                    f.crashes, f.restarts, f.down_min_ms, f.down_max_ms
+                )
+            })
+            .collect();
         format!(
-            "{} server restarts; the clock jumped {} times forward and {} back, at most {} s \
+            "server faults: {}; the clock jumped {} times forward and {} back, at most {} s \
              ahead and {} s behind",
-            self.restarts,
+            servers.join("; "),
             self.jumps.forward,
             self.jumps.backward,
             self.jumps.ahead,
@@ -1157,6 +1442,7 @@ impl Figures {
 /// Every strategy on both servers at once, fenced, with every fault; the servers'
 /// clock jumps too when `clock_jumps`. Fails on any violation or lost update.
 async fn fenced_phase(
+    phase: usize,
     servers: &[Backend],
     net: &Arc<Partitions>,
     clock_jumps: bool,
@@ -1185,17 +1471,32 @@ async fn fenced_phase(
             runs.spawn(w.run());
         }
     }
-    let restarts: Vec<_> = servers
+    let server_faults: Vec<_> = servers
         .iter()
-        .map(|b| tokio::spawn(restarts(b.dialect, run_for)))
+        .map(|b| {
+            let order = server_faults_order(phase);
+            (
+                b.dialect,
+                tokio::spawn(server_faults(b.clone(), run_for, order)),
+            )
+        })
         .collect();
     let jumps = clock_jumps.then(|| tokio::spawn(jump_clock(run_for)));
     let mut reports = Vec::new();
     while let Some(r) = runs.join_next().await {
         reports.push(r??);
     }
-    for r in restarts {
-        figures.restarts += r.await??;
+    for (dialect, f) in server_faults {
+        let f = f.await??;
+        println!("{dialect}: server faults {f:?}");
+        // Crashes are shown to crash: each server crashed, and a crash lost work
+        // (PostgreSQL: an unflushed commit; MariaDB: it recovered from its redo log).
+        anyhow::ensure!(f.crashes > 0, "{dialect}: the server never crashed");
+        anyhow::ensure!(
+            f.crashes_shown > 0,
+            "{dialect}: no crash was shown to lose anything ({f:?})"
+        );
+        figures.add_server_faults(server_name(dialect), &f);
     }
     if let Some(j) = jumps {
         let j = j.await??;
@@ -1339,11 +1640,11 @@ async fn suite() -> anyhow::Result<()> {
 
     println!("== every fault but the clock, fenced");
     let phase = Instant::now();
-    fenced_phase(&servers, &net, false, run_for, &mut figures).await?;
+    fenced_phase(0, &servers, &net, false, run_for, &mut figures).await?;
     figures.phases.push(phase.elapsed());
     println!("== every fault, the servers' clock jumping, fenced");
     let phase = Instant::now();
-    fenced_phase(&servers, &net, true, run_for, &mut figures).await?;
+    fenced_phase(1, &servers, &net, true, run_for, &mut figures).await?;
     figures.phases.push(phase.elapsed());
 
     // The fence off, under pauses: stale holders write, and updates are lost.
