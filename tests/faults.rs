@@ -54,6 +54,47 @@ const TTL: Duration = Duration::from_secs(1);
 const WORKERS: usize = 4;
 /// The one key every worker of a workload contends for.
 const KEY: &str = "counter";
+/// The second key a multi-lock workload takes with [`KEY`], all or none.
+const KEY2: &str = "counter-2";
+
+/// What a workload's workers hold: a lock of one strategy, or a multi-lock of two
+/// keys ([`KEY`] and [`KEY2`], leases), whose every key is checked against the mutex
+/// model and whose fenced writes are fenced by both keys' tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Primitive {
+    Lock(Strategy),
+    Multi,
+}
+
+impl std::fmt::Display for Primitive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Lock(s) => s.fmt(f),
+            Self::Multi => f.write_str("multi-lock"),
+        }
+    }
+}
+
+impl Primitive {
+    /// How many keys a grant takes: each event is told once per key.
+    fn keys(self) -> usize {
+        match self {
+            Self::Lock(_) => 1,
+            Self::Multi => 2,
+        }
+    }
+}
+
+impl FromStr for Primitive {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        Ok(match s {
+            "multi-lock" => Self::Multi,
+            s => Self::Lock(Strategy::from_str(s)?),
+        })
+    }
+}
 /// The cgroup a worker moves itself into, so that a partition can single it out.
 const CGROUP_ENV: &str = common::partition::CGROUP_ENV;
 
@@ -95,7 +136,7 @@ struct WorkerArgs {
     dialect: Dialect,
     url: String,
     table: String,
-    strategy: Strategy,
+    primitive: Primitive,
     fence: bool,
     run_for: Duration,
     tag: String,
@@ -109,7 +150,7 @@ impl WorkerArgs {
             self.dialect.to_string(),
             self.url.clone(),
             self.table.clone(),
-            self.strategy.to_string(),
+            self.primitive.to_string(),
             u8::from(self.fence).to_string(),
             self.run_for.as_millis().to_string(),
             self.tag.clone(),
@@ -126,7 +167,7 @@ impl WorkerArgs {
             },
             url: a[1].clone(),
             table: a[2].clone(),
-            strategy: Strategy::from_str(&a[3])?,
+            primitive: Primitive::from_str(&a[3])?,
             fence: a[4] == "1",
             run_for: Duration::from_millis(a[5].parse()?),
             tag: a[6].clone(),
@@ -174,9 +215,13 @@ async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
             )
             .into(),
     };
+    let strategy = match w.primitive {
+        Primitive::Lock(s) => s,
+        Primitive::Multi => Strategy::Lease,
+    };
     let locker = Locker::builder(pool.clone())
         .table(&w.table)
-        .strategy(w.strategy)
+        .strategy(strategy)
         .ttl(TTL)
         .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
         .keepalive(Duration::from_millis(300))
@@ -195,6 +240,9 @@ async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
         }
         .line());
     };
+    if w.primitive == Primitive::Multi {
+        return multi_worker(&w, &pool, &locker, &owner, &mut rng, deadline).await;
+    }
     while Instant::now() < deadline {
         let sent = history::now();
         let guard = match locker.acquire_timeout(KEY, Duration::from_secs(2)).await {
@@ -212,7 +260,7 @@ async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
         // Time holding the lock before the write: a pause here makes a stale writer.
         tokio::time::sleep(Duration::from_millis(rng.u64(0..60))).await;
         let sent = history::now();
-        if w.strategy == Strategy::ForUpdate {
+        if strategy == Strategy::ForUpdate {
             // The write goes into the lock's own transaction, and commit ends the
             // lock: accepted means both happened.
             let kind = match increment_in_lock(&guard, &w.table, &owner, &mut rng).await {
@@ -227,7 +275,7 @@ async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
                 event(Kind::Release, token, sent);
             }
         } else {
-            let outcome = increment(&pool, &guard, &w, &owner, &mut rng).await;
+            let outcome = increment(&pool, &[&guard], &w, &owner, &mut rng).await;
             let kind = match outcome {
                 Ok(Outcome::Accepted) => Kind::Write,
                 Ok(Outcome::Rejected) => Kind::Rejected,
@@ -247,31 +295,101 @@ async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A multi-lock worker: takes [`KEY`] and [`KEY2`] together, writes fenced by both
+/// tokens, and gives both back; every event is told for each key.
+async fn multi_worker(
+    w: &WorkerArgs,
+    pool: &DbPool,
+    locker: &Locker,
+    owner: &str,
+    rng: &mut fastrand::Rng,
+    deadline: Instant,
+) -> anyhow::Result<()> {
+    let events = |kind: Kind, tokens: &[(String, i64)], sent| {
+        for (key, token) in tokens {
+            say(&Event {
+                kind: kind.clone(),
+                key: key.clone(),
+                owner: owner.to_owned(),
+                token: *token,
+                sent,
+                ack: history::now(),
+            }
+            .line());
+        }
+    };
+    while Instant::now() < deadline {
+        let sent = history::now();
+        let multi = match locker
+            .lock_many(&[KEY, KEY2])
+            .acquire_timeout(Duration::from_secs(2))
+            .await
+        {
+            Ok(g) => g,
+            Err(Error::Timeout { .. }) => continue,
+            Err(e) => {
+                say(&format!("ERROR acquire: {e}"));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let tokens: Vec<(String, i64)> = multi.tokens().map(|(k, t)| (k.to_owned(), t)).collect();
+        anyhow::ensure!(tokens.len() == 2, "a multi-lock granted {tokens:?}");
+        events(Kind::Grant, &tokens, sent);
+        say("HOLDING 1");
+        tokio::time::sleep(Duration::from_millis(rng.u64(0..60))).await;
+        let sent = history::now();
+        let guards: Vec<&LockGuard> = multi.guards().iter().collect();
+        let kind = match increment(pool, &guards, w, owner, rng).await {
+            Ok(Outcome::Accepted) => Kind::Write,
+            Ok(Outcome::Rejected) => Kind::Rejected,
+            Ok(Outcome::Unknown) | Err(_) => Kind::Unknown,
+        };
+        events(kind, &tokens, sent);
+        let sent = history::now();
+        // Whether each key was still held is not told apart: "not every one" is an
+        // unknown outcome for both, which the checker treats as the hold's end, no
+        // more.
+        let kind = match multi.release().await {
+            Ok(true) => Kind::Release,
+            Ok(false) | Err(_) => Kind::Unknown,
+        };
+        events(kind, &tokens, sent);
+        say("HOLDING 0");
+    }
+    Ok(())
+}
+
 /// The counter and the log of accepted writes of a workload's table.
 fn side_tables(table: &str) -> (String, String) {
     (format!("{table}_counter"), format!("{table}_writes"))
 }
 
 /// A read-modify-write increment in a transaction of the worker's own, fenced by the
-/// guard unless the workload turned the fence off. It reads, thinks a while (a pause
+/// guards unless the workload turned the fence off. It reads, thinks a while (a pause
 /// may land here), and writes what it read plus one, logging the write.
 async fn increment(
     pool: &DbPool,
-    guard: &LockGuard,
+    guards: &[&LockGuard],
     w: &WorkerArgs,
     owner: &str,
     rng: &mut fastrand::Rng,
 ) -> anyhow::Result<Outcome> {
     let (counter, writes) = side_tables(&w.table);
     let think = Duration::from_millis(rng.u64(10..80));
+    // The first key's token orders the writes (a multi-lock's keys are granted
+    // together, so the first key's tokens rise as the grants do).
+    let token = guards.first().context("no guard")?.fencing_token();
     macro_rules! rmw {
         ($p:expr, $ph:expr) => {{
             let mut tx = $p.begin().await?;
             if w.fence {
-                match guard.fence(&mut *tx).await {
-                    Ok(()) => {}
-                    Err(Error::LockLost { .. }) => return Ok(Outcome::Rejected),
-                    Err(e) => return Err(e.into()),
+                for guard in guards {
+                    match guard.fence(&mut *tx).await {
+                        Ok(()) => {}
+                        Err(Error::LockLost { .. }) => return Ok(Outcome::Rejected),
+                        Err(e) => return Err(e.into()),
+                    }
                 }
             }
             let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -291,7 +409,7 @@ async fn increment(
                 "INSERT INTO {writes} (value, token, owner) VALUES ({a}, {b}, {c})"
             )))
             .bind(n + 1)
-            .bind(guard.fencing_token())
+            .bind(token)
             .bind(owner)
             .execute(&mut *tx)
             .await?;
@@ -429,7 +547,7 @@ impl Injected {
 struct Report {
     name: String,
     dialect: Dialect,
-    strategy: Strategy,
+    primitive: Primitive,
     fence: bool,
     verdict: Verdict,
     injected: Injected,
@@ -507,7 +625,7 @@ struct Collected {
 
 struct Workload {
     backend: Backend,
-    strategy: Strategy,
+    primitive: Primitive,
     fence: bool,
     faults: Faults,
     /// The partition rules, when `faults.partitions`.
@@ -523,16 +641,17 @@ impl Workload {
         format!(
             "{} {} fence {}",
             self.backend.dialect,
-            self.strategy,
+            self.primitive,
             if self.fence { "on" } else { "off" }
         )
     }
 
     fn tag(&self, slot: usize) -> String {
-        let s = match self.strategy {
-            Strategy::Lease => 'l',
-            Strategy::Insert => 'i',
-            Strategy::Fair => 'q',
+        let s = match self.primitive {
+            Primitive::Lock(Strategy::Lease) => 'l',
+            Primitive::Lock(Strategy::Insert) => 'i',
+            Primitive::Lock(Strategy::Fair) => 'q',
+            Primitive::Multi => 'm',
             _ => 'u',
         };
         format!("sqlock_f{s}{}{slot}", u8::from(self.fence))
@@ -554,7 +673,7 @@ impl Workload {
             dialect: self.backend.dialect,
             url: self.backend.url().to_owned(),
             table: self.backend.table.clone(),
-            strategy: self.strategy,
+            primitive: self.primitive,
             fence: self.fence,
             run_for: until.saturating_duration_since(Instant::now()),
             tag: tag.clone(),
@@ -792,12 +911,12 @@ impl Workload {
         Ok(Report {
             name: self.name(),
             dialect: b.dialect,
-            strategy: self.strategy,
+            primitive: self.primitive,
             fence: self.fence,
             // A for-update lock ends with its connection, which the driver kills: only
             // the leased strategies are bound to last their TTL, and only by a clock
             // that does not jump.
-            verdict: if self.strategy == Strategy::ForUpdate || self.clock_jumps {
+            verdict: if self.primitive == Primitive::Lock(Strategy::ForUpdate) || self.clock_jumps {
                 history::check(&events)
             } else {
                 history::check_leases(&events, TTL)
@@ -1208,8 +1327,8 @@ fn server_name(dialect: Dialect) -> &'static str {
     }
 }
 
-/// One row of the table: server, strategy, fence, and its figures.
-type Row = (&'static str, Strategy, bool, Totals);
+/// One row of the table: server, primitive (a lock's strategy), fence, and its figures.
+type Row = (&'static str, Primitive, bool, Totals);
 
 /// The figures of a whole run, in the order the workloads were first reported.
 #[derive(Debug, Default)]
@@ -1230,21 +1349,23 @@ impl Figures {
         let i = match self
             .rows
             .iter()
-            .position(|(s, st, f, _)| *s == server && *st == r.strategy && *f == r.fence)
+            .position(|(s, p, f, _)| *s == server && *p == r.primitive && *f == r.fence)
         {
             Some(i) => i,
             None => {
                 self.rows
-                    .push((server, r.strategy, r.fence, Totals::default()));
+                    .push((server, r.primitive, r.fence, Totals::default()));
                 self.rows.len() - 1
             }
         };
         let t = &mut self.rows[i].3;
         let load = |a: &AtomicUsize| a.load(Ordering::Relaxed);
-        t.grants += r.verdict.grants;
+        // A multi-lock's events are told per key; the table counts its sets.
+        let keys = r.primitive.keys();
+        t.grants += r.verdict.grants / keys;
         t.rows += r.rows;
-        t.rejected += r.verdict.rejected;
-        t.unknown += r.verdict.unknown;
+        t.rejected += r.verdict.rejected / keys;
+        t.unknown += r.verdict.unknown / keys;
         t.kill_rounds += load(&r.injected.kill_rounds);
         t.connections_killed += load(&r.injected.connections_killed);
         t.pauses += load(&r.injected.pauses);
@@ -1412,7 +1533,8 @@ impl Figures {
              - Servers: {versions}, both under libfaketime.\n\
              - Before the phases, cuts of a probe process dropped {calibration}.\n\
              - {summary}.\n\n\
-             Phases summed, per server, strategy and fence setting. \"Network cuts\" counts \
+             Phases summed, per server, strategy and fence setting (a multi-lock's grants \
+             and outcomes counted per set of keys). \"Network cuts\" counts \
              the cuts made, \"cuts that dropped packets\" those whose nft rules dropped at \
              least one packet, with the packets all of them dropped.\n\n\
              {table}",
@@ -1451,17 +1573,18 @@ async fn fenced_phase(
 ) -> anyhow::Result<()> {
     let mut runs = tokio::task::JoinSet::new();
     for b in servers {
-        for strategy in [
-            Strategy::Lease,
-            Strategy::Insert,
-            Strategy::ForUpdate,
-            Strategy::Fair,
+        for primitive in [
+            Primitive::Lock(Strategy::Lease),
+            Primitive::Lock(Strategy::Insert),
+            Primitive::Lock(Strategy::ForUpdate),
+            Primitive::Lock(Strategy::Fair),
+            Primitive::Multi,
         ] {
             let mut backend = b.clone();
-            backend.table = format!("faults_{}", strategy.to_string().replace('-', "_"));
+            backend.table = format!("faults_{}", primitive.to_string().replace('-', "_"));
             let w = Workload {
                 backend,
-                strategy,
+                primitive,
                 fence: true,
                 faults: ALL_FAULTS,
                 net: Some(net.clone()),
@@ -1554,9 +1677,12 @@ async fn fenced_phase(
             r.name
         );
         // Every write the client saw accepted is in the table, and nothing else is
-        // but writes whose outcome it could not know.
+        // but writes whose outcome it could not know. A multi-lock's events are told
+        // once per key, so each row stands for that many.
+        let per_row = r.primitive.keys() as i64;
         anyhow::ensure!(
-            r.rows >= v.writes as i64 && r.rows <= (v.writes + v.unknown) as i64,
+            r.rows * per_row >= v.writes as i64
+                && r.rows * per_row <= (v.writes + v.unknown) as i64,
             "{}: {} writes in the table, {} confirmed and {} unknown",
             r.name,
             r.rows,
@@ -1656,7 +1782,7 @@ async fn suite() -> anyhow::Result<()> {
         backend.table = "faults_unfenced".into();
         let w = Workload {
             backend,
-            strategy: Strategy::Lease,
+            primitive: Primitive::Lock(Strategy::Lease),
             fence: false,
             faults: PAUSES_ONLY,
             net: None,
