@@ -177,8 +177,9 @@ impl LockerBuilder {
     /// lease can be taken over, nothing is lost, and the handle opens another waiting
     /// connection. A lease records the marker only if a session holds it as the lease
     /// is granted, and a marker is trusted for a takeover only on the server lifetime
-    /// that recorded it: a restart or a failover shorter than the TTL costs a holder
-    /// with presence nothing, as it costs one without.
+    /// that recorded it: a restart (PostgreSQL's restart in place after a crashed
+    /// server process included) or a failover shorter than the TTL costs a holder with
+    /// presence nothing, as it costs one without.
     ///
     /// A holder that is paused, or cut off from the server, keeps its marker until the
     /// server sees its connections close (TCP keepalive settings bound that), so lease
