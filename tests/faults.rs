@@ -1095,6 +1095,10 @@ async fn crash_postgres(
         .context("the WAL writer's parent")?
         .parse()?;
     let walwriter = Pid::from_raw(walwriter);
+    // A session that must end with the crash: until it has, the server answering is
+    // the server of before, which has not crashed yet (the postmaster learns of the
+    // WAL writer's death a moment after the kill).
+    let mut witness = pg.acquire().await?;
     let mut probe = pg.begin().await?;
     signal(walwriter, Signal::SIGSTOP)?;
     let resume = Continue(Some(walwriter));
@@ -1112,6 +1116,14 @@ async fn crash_postgres(
     signal(walwriter, Signal::SIGKILL)?;
     let crashed = Instant::now();
     drop(resume);
+    while sqlx::query("SELECT 1").execute(&mut *witness).await.is_ok() {
+        anyhow::ensure!(
+            crashed.elapsed() < Duration::from_secs(30),
+            "the server did not crash"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    drop(witness);
     drop(admin);
     if let Some(down) = stop_for {
         let gone = Instant::now();
