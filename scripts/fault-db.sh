@@ -24,6 +24,8 @@ set -euo pipefail
 
 PG_PORT=5433
 MY_PORT=3307
+PG_MAX_CONNECTIONS=400
+MY_MAX_CONNECTIONS=600
 PG_CLUSTER=sqlock_fault
 MY_DIR=/var/lib/sqlock-fault-mariadb
 MY_SOCK=$MY_DIR/mysqld.sock
@@ -107,6 +109,10 @@ postgres() {
             printf '%s\n' "shared_preload_libraries = 'pg_cron'" \
                 "cron.database_name = 'test'" "cron.use_background_workers = on" >"$conf"
         fi
+        # The fault workload runs every primitive with and without presence at once:
+        # more sessions than the default 100.
+        printf '%s\n' "max_connections = $PG_MAX_CONNECTIONS" \
+            >"/etc/postgresql/$v/$PG_CLUSTER/conf.d/sqlock-connections.conf"
         # pg_ctlcluster starts the server with this environment (its lines read
         # `NAME = 'value'`).
         faketime_env libfaketime.so.1 | sed "s/=\(.*\)/ = '\1'/" \
@@ -146,7 +152,7 @@ mariadb() {
                 --no-defaults --user=mysql --datadir="$MY_DIR" --port="$MY_PORT" \
                 --bind-address=127.0.0.1 --socket="$MY_SOCK" --pid-file="$MY_PID" \
                 --skip-name-resolve --innodb-buffer-pool-size=32M --log-error="$MY_DIR/error.log" \
-                --event-scheduler=ON
+                --event-scheduler=ON --max-connections="$MY_MAX_CONNECTIONS"
             wait_for mariadb_ping
         fi
         # Also for an instance started by an earlier version of this script.
@@ -188,8 +194,9 @@ up)
     postgres create
     postgres start
     if [ "$(psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -tAc "SHOW shared_preload_libraries")" != pg_cron ] ||
+        [ "$(psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -tAc "SHOW max_connections")" != "$PG_MAX_CONNECTIONS" ] ||
         ! faked "$(pg_pid)"; then
-        log "restarting PostgreSQL cluster $PG_CLUSTER to load pg_cron and libfaketime"
+        log "restarting PostgreSQL cluster $PG_CLUSTER to load pg_cron and libfaketime and its settings"
         postgres stop
         postgres start
     fi
@@ -197,8 +204,9 @@ up)
         psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -qc "CREATE DATABASE test"
     psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d test -qc "CREATE EXTENSION IF NOT EXISTS pg_cron"
     mariadb create
-    if mariadb_ping >/dev/null 2>&1 && ! faked "$(cat "$MY_PID" 2>/dev/null)"; then
-        log "restarting the fault MariaDB to load libfaketime"
+    if mariadb_ping >/dev/null 2>&1 && { ! faked "$(cat "$MY_PID" 2>/dev/null)" ||
+        [ "$(command mariadb --socket="$MY_SOCK" -uroot -N -e "SELECT @@max_connections")" != "$MY_MAX_CONNECTIONS" ]; }; then
+        log "restarting the fault MariaDB to load libfaketime and its settings"
         mariadb stop
         wait_for test ! -e "$MY_PID" || true
     fi

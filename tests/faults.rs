@@ -1,11 +1,13 @@
-//! The fault workload: worker processes do fenced read-modify-write increments of a
-//! shared counter under one lock while a fault driver, at random, kills their
-//! connections on the server, pauses them past their TTL (SIGSTOP, SIGCONT), SIGKILLs
-//! them, cuts the network between one of them and the server (one way or both,
-//! shorter or longer than the TTL), and crashes, stops and restarts the server (a
-//! crash with a commit at risk, shown lost). The recorded history is checked against a
-//! fenced-mutex model (`common/history.rs`) and the counter against the writes the
-//! database accepted.
+//! The fault workload: worker processes hold one primitive of the family over and
+//! over (a lock of each strategy, a multi-lock, a semaphore, a read-write lock, an
+//! election; with presence and without) and do fenced read-modify-write increments of
+//! a counter under each hold, while a fault driver, at random, kills their connections
+//! on the server, pauses them past their TTL (SIGSTOP, SIGCONT), SIGKILLs them, cuts
+//! the network between one of them and the server (one way or both, shorter or longer
+//! than the TTL), and crashes, stops and restarts the server (a crash with a commit at
+//! risk, shown lost). The recorded history is checked against each primitive's model
+//! (`common/history.rs`, `common/permits.rs`) and the counters against the writes the
+//! database accepted; each kind of fault is counted where it met a primitive held.
 //!
 //! Three phases: every fault but the clock, checked with the lease-timing rule too;
 //! every fault with the servers' clock jumping forward past the TTL and back; and the
@@ -24,13 +26,18 @@
 //! the phases must lose packets, and a phase fails unless, on each server, every
 //! direction that was cut had cuts that dropped packets.
 //!
+//! `SQLOCK_FAULT_ONLY=semaphore,election` (the primitives as the table names them)
+//! runs only those, to chase a failure; a workload that found a violation writes every
+//! event its workers told to a file it names.
+//!
 //! It has a main of its own (no test harness) because the workers are this binary
-//! again, started with `--worker`.
+//! again, started with `--worker` (`faults/worker.rs`).
 
 mod common;
+#[path = "faults/worker.rs"]
+mod worker;
 
 use std::process::{ExitCode, Stdio};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,60 +48,15 @@ use common::partition::{Direction, Dropped, Partitions};
 use common::{clock, Backend};
 use nix::sys::signal::{kill as signal, Signal};
 use nix::unistd::Pid;
-use sqlock::{DbPool, Dialect, Error, LockGuard, Locker, Strategy};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlock::{DbPool, Dialect, Strategy};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
+use worker::{side_tables, Primitive, WorkerArgs, TTL};
 
-/// The lease TTL of the workers: short, so that pauses outlast it often.
-const TTL: Duration = Duration::from_secs(1);
 /// Worker processes per workload.
 const WORKERS: usize = 4;
-/// The one key every worker of a workload contends for.
-const KEY: &str = "counter";
-/// The second key a multi-lock workload takes with [`KEY`], all or none.
-const KEY2: &str = "counter-2";
 
-/// What a workload's workers hold: a lock of one strategy, or a multi-lock of two
-/// keys ([`KEY`] and [`KEY2`], leases), whose every key is checked against the mutex
-/// model and whose fenced writes are fenced by both keys' tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Primitive {
-    Lock(Strategy),
-    Multi,
-}
-
-impl std::fmt::Display for Primitive {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Lock(s) => s.fmt(f),
-            Self::Multi => f.write_str("multi-lock"),
-        }
-    }
-}
-
-impl Primitive {
-    /// How many keys a grant takes: each event is told once per key.
-    fn keys(self) -> usize {
-        match self {
-            Self::Lock(_) => 1,
-            Self::Multi => 2,
-        }
-    }
-}
-
-impl FromStr for Primitive {
-    type Err = anyhow::Error;
-
-    fn from_str(s: &str) -> anyhow::Result<Self> {
-        Ok(match s {
-            "multi-lock" => Self::Multi,
-            s => Self::Lock(Strategy::from_str(s)?),
-        })
-    }
-}
 /// The cgroup a worker moves itself into, so that a partition can single it out.
 const CGROUP_ENV: &str = common::partition::CGROUP_ENV;
 
@@ -113,7 +75,7 @@ fn main() -> ExitCode {
         .build()
         .expect("a tokio runtime");
     let outcome = if args.get(1).map(String::as_str) == Some("--worker") {
-        rt.block_on(async { worker(WorkerArgs::parse(&args[2..])?).await })
+        rt.block_on(async { worker::worker(WorkerArgs::parse(&args[2..])?).await })
     } else if args.get(1).map(String::as_str) == Some(common::partition::PROBE_ARG) {
         rt.block_on(common::partition::probe(&args[2]))
     } else {
@@ -126,354 +88,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-// ---------------------------------------------------------------------------------
-// The worker process.
-
-/// What a worker is told on its command line.
-struct WorkerArgs {
-    dialect: Dialect,
-    url: String,
-    table: String,
-    primitive: Primitive,
-    fence: bool,
-    run_for: Duration,
-    tag: String,
-    seed: u64,
-}
-
-impl WorkerArgs {
-    fn to_args(&self) -> Vec<String> {
-        vec![
-            "--worker".into(),
-            self.dialect.to_string(),
-            self.url.clone(),
-            self.table.clone(),
-            self.primitive.to_string(),
-            u8::from(self.fence).to_string(),
-            self.run_for.as_millis().to_string(),
-            self.tag.clone(),
-            self.seed.to_string(),
-        ]
-    }
-
-    fn parse(a: &[String]) -> anyhow::Result<Self> {
-        anyhow::ensure!(a.len() == 8, "worker arguments: {a:?}");
-        Ok(Self {
-            dialect: match a[0].as_str() {
-                "postgres" => Dialect::Postgres,
-                _ => Dialect::MySql,
-            },
-            url: a[1].clone(),
-            table: a[2].clone(),
-            primitive: Primitive::from_str(&a[3])?,
-            fence: a[4] == "1",
-            run_for: Duration::from_millis(a[5].parse()?),
-            tag: a[6].clone(),
-            seed: a[7].parse()?,
-        })
-    }
-}
-
-/// Prints one line for the driver. Each line is written whole, so a SIGKILL never
-/// leaves half of one.
-fn say(line: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(format!("{line}\n").as_bytes());
-    let _ = out.flush();
-}
-
-/// How a write under the lock ended.
-enum Outcome {
-    Accepted,
-    Rejected,
-    Unknown,
-}
-
-async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
-    // Before any connection is opened: a socket belongs to its maker's cgroup.
-    if let Some(dir) = std::env::var_os(CGROUP_ENV) {
-        common::partition::join(std::path::Path::new(&dir))?;
-    }
-    // Each worker's connections carry its tag (an application_name on PostgreSQL, a
-    // user on MariaDB), so the driver can kill exactly this worker's connections.
-    let pool: DbPool = match w.dialect {
-        Dialect::Postgres => PgPoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(3))
-            .connect_lazy_with(PgConnectOptions::from_str(&w.url)?.application_name(&w.tag))
-            .into(),
-        _ => MySqlPoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(3))
-            .connect_lazy_with(
-                MySqlConnectOptions::from_str(&w.url)?
-                    .username(&w.tag)
-                    .password("fault"),
-            )
-            .into(),
-    };
-    let strategy = match w.primitive {
-        Primitive::Lock(s) => s,
-        Primitive::Multi => Strategy::Lease,
-    };
-    let locker = Locker::builder(pool.clone())
-        .table(&w.table)
-        .strategy(strategy)
-        .ttl(TTL)
-        .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
-        .keepalive(Duration::from_millis(300))
-        .build()?;
-    let owner = locker.owner().to_string();
-    let mut rng = fastrand::Rng::with_seed(w.seed);
-    let deadline = Instant::now() + w.run_for;
-    let event = |kind, token, sent| {
-        say(&Event {
-            kind,
-            key: KEY.into(),
-            owner: owner.clone(),
-            token,
-            sent,
-            ack: history::now(),
-        }
-        .line());
-    };
-    if w.primitive == Primitive::Multi {
-        return multi_worker(&w, &pool, &locker, &owner, &mut rng, deadline).await;
-    }
-    while Instant::now() < deadline {
-        let sent = history::now();
-        let guard = match locker.acquire_timeout(KEY, Duration::from_secs(2)).await {
-            Ok(g) => g,
-            Err(Error::Timeout { .. }) => continue,
-            Err(e) => {
-                say(&format!("ERROR acquire: {e}"));
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let token = guard.fencing_token();
-        event(Kind::Grant, token, sent);
-        say("HOLDING 1");
-        // Time holding the lock before the write: a pause here makes a stale writer.
-        tokio::time::sleep(Duration::from_millis(rng.u64(0..60))).await;
-        let sent = history::now();
-        if strategy == Strategy::ForUpdate {
-            // The write goes into the lock's own transaction, and commit ends the
-            // lock: accepted means both happened.
-            let kind = match increment_in_lock(&guard, &w.table, &owner, &mut rng).await {
-                Ok(()) => match guard.commit().await {
-                    Ok(()) => Kind::Write,
-                    Err(_) => Kind::Unknown,
-                },
-                Err(_) => Kind::Unknown,
-            };
-            event(kind.clone(), token, sent);
-            if kind == Kind::Write {
-                event(Kind::Release, token, sent);
-            }
-        } else {
-            let outcome = increment(&pool, &[&guard], &w, &owner, &mut rng).await;
-            let kind = match outcome {
-                Ok(Outcome::Accepted) => Kind::Write,
-                Ok(Outcome::Rejected) => Kind::Rejected,
-                Ok(Outcome::Unknown) | Err(_) => Kind::Unknown,
-            };
-            event(kind, token, sent);
-            let sent = history::now();
-            let kind = match guard.release().await {
-                Ok(true) => Kind::Release,
-                Ok(false) => Kind::ReleaseRefused,
-                Err(_) => Kind::Unknown,
-            };
-            event(kind, token, sent);
-        }
-        say("HOLDING 0");
-    }
-    Ok(())
-}
-
-/// A multi-lock worker: takes [`KEY`] and [`KEY2`] together, writes fenced by both
-/// tokens, and gives both back; every event is told for each key.
-async fn multi_worker(
-    w: &WorkerArgs,
-    pool: &DbPool,
-    locker: &Locker,
-    owner: &str,
-    rng: &mut fastrand::Rng,
-    deadline: Instant,
-) -> anyhow::Result<()> {
-    let events = |kind: Kind, tokens: &[(String, i64)], sent| {
-        for (key, token) in tokens {
-            say(&Event {
-                kind: kind.clone(),
-                key: key.clone(),
-                owner: owner.to_owned(),
-                token: *token,
-                sent,
-                ack: history::now(),
-            }
-            .line());
-        }
-    };
-    while Instant::now() < deadline {
-        let sent = history::now();
-        let multi = match locker
-            .lock_many(&[KEY, KEY2])
-            .acquire_timeout(Duration::from_secs(2))
-            .await
-        {
-            Ok(g) => g,
-            Err(Error::Timeout { .. }) => continue,
-            Err(e) => {
-                say(&format!("ERROR acquire: {e}"));
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let tokens: Vec<(String, i64)> = multi.tokens().map(|(k, t)| (k.to_owned(), t)).collect();
-        anyhow::ensure!(tokens.len() == 2, "a multi-lock granted {tokens:?}");
-        events(Kind::Grant, &tokens, sent);
-        say("HOLDING 1");
-        tokio::time::sleep(Duration::from_millis(rng.u64(0..60))).await;
-        let sent = history::now();
-        let guards: Vec<&LockGuard> = multi.guards().iter().collect();
-        let kind = match increment(pool, &guards, w, owner, rng).await {
-            Ok(Outcome::Accepted) => Kind::Write,
-            Ok(Outcome::Rejected) => Kind::Rejected,
-            Ok(Outcome::Unknown) | Err(_) => Kind::Unknown,
-        };
-        events(kind, &tokens, sent);
-        let sent = history::now();
-        // Whether each key was still held is not told apart: "not every one" is an
-        // unknown outcome for both, which the checker treats as the hold's end, no
-        // more.
-        let kind = match multi.release().await {
-            Ok(true) => Kind::Release,
-            Ok(false) | Err(_) => Kind::Unknown,
-        };
-        events(kind, &tokens, sent);
-        say("HOLDING 0");
-    }
-    Ok(())
-}
-
-/// The counter and the log of accepted writes of a workload's table.
-fn side_tables(table: &str) -> (String, String) {
-    (format!("{table}_counter"), format!("{table}_writes"))
-}
-
-/// A read-modify-write increment in a transaction of the worker's own, fenced by the
-/// guards unless the workload turned the fence off. It reads, thinks a while (a pause
-/// may land here), and writes what it read plus one, logging the write.
-async fn increment(
-    pool: &DbPool,
-    guards: &[&LockGuard],
-    w: &WorkerArgs,
-    owner: &str,
-    rng: &mut fastrand::Rng,
-) -> anyhow::Result<Outcome> {
-    let (counter, writes) = side_tables(&w.table);
-    let think = Duration::from_millis(rng.u64(10..80));
-    // The first key's token orders the writes (a multi-lock's keys are granted
-    // together, so the first key's tokens rise as the grants do).
-    let token = guards.first().context("no guard")?.fencing_token();
-    macro_rules! rmw {
-        ($p:expr, $ph:expr) => {{
-            let mut tx = $p.begin().await?;
-            if w.fence {
-                for guard in guards {
-                    match guard.fence(&mut *tx).await {
-                        Ok(()) => {}
-                        Err(Error::LockLost { .. }) => return Ok(Outcome::Rejected),
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-            }
-            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "SELECT n FROM {counter} WHERE id = 1"
-            )))
-            .fetch_one(&mut *tx)
-            .await?;
-            tokio::time::sleep(think).await;
-            let [a, b, c] = $ph;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE {counter} SET n = {a} WHERE id = 1"
-            )))
-            .bind(n + 1)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO {writes} (value, token, owner) VALUES ({a}, {b}, {c})"
-            )))
-            .bind(n + 1)
-            .bind(token)
-            .bind(owner)
-            .execute(&mut *tx)
-            .await?;
-            match tx.commit().await {
-                Ok(()) => Outcome::Accepted,
-                Err(_) => Outcome::Unknown,
-            }
-        }};
-    }
-    Ok(match pool {
-        DbPool::Postgres(p) => rmw!(p, ["$1", "$2", "$3"]),
-        DbPool::MySql(p) => rmw!(p, ["?", "?", "?"]),
-        _ => anyhow::bail!("the fault workload runs on the servers"),
-    })
-}
-
-/// The same increment inside a for-update lock's own transaction, which is fenced by
-/// its row lock already.
-async fn increment_in_lock(
-    guard: &LockGuard,
-    table: &str,
-    owner: &str,
-    rng: &mut fastrand::Rng,
-) -> anyhow::Result<()> {
-    let (counter, writes) = side_tables(table);
-    let think = Duration::from_millis(rng.u64(10..80));
-    let mut held = guard
-        .transaction()
-        .await
-        .context("a for-update lock lends its transaction")?;
-    macro_rules! rmw {
-        ($tx:expr, $ph:expr) => {{
-            let tx = $tx;
-            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "SELECT n FROM {counter} WHERE id = 1"
-            )))
-            .fetch_one(&mut **tx)
-            .await?;
-            tokio::time::sleep(think).await;
-            let [a, b, c] = $ph;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE {counter} SET n = {a} WHERE id = 1"
-            )))
-            .bind(n + 1)
-            .execute(&mut **tx)
-            .await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO {writes} (value, token, owner) VALUES ({a}, {b}, {c})"
-            )))
-            .bind(n + 1)
-            .bind(guard.fencing_token())
-            .bind(owner)
-            .execute(&mut **tx)
-            .await?;
-        }};
-    }
-    if let Some(tx) = held.as_postgres_mut() {
-        rmw!(tx, ["$1", "$2", "$3"]);
-    } else if let Some(tx) = held.as_mysql_mut() {
-        rmw!(tx, ["?", "?", "?"]);
-    } else {
-        anyhow::bail!("the fault workload runs on the servers");
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------
@@ -502,6 +116,9 @@ const PAUSES_ONLY: Faults = Faults {
     partitions: false,
 };
 
+/// A SIGKILLed holder: the moment of the kill, and the keys it held with their tokens.
+type Victim = (u64, Vec<(String, i64)>);
+
 /// What the driver did.
 #[derive(Debug, Default)]
 struct Injected {
@@ -519,9 +136,36 @@ struct Injected {
     cuts_dropping: [AtomicUsize; 3],
     /// Packets the cuts' rules dropped, in all.
     packets_dropped: AtomicU64,
+    /// Of the faults aimed at one worker, those that met it holding.
+    kills_held: AtomicUsize,
+    pauses_held: AtomicUsize,
+    sigkills_held: AtomicUsize,
+    cuts_held: AtomicUsize,
+    /// The holders a SIGKILL ended: the moment of the kill ([`history::now`]), and
+    /// the keys the worker's owner held unexpired in the table just before, with their
+    /// tokens.
+    victims: Mutex<Vec<Victim>>,
 }
 
 impl Injected {
+    /// Counts a fault aimed at a worker, and whether it met the worker holding.
+    fn aimed(count: &AtomicUsize, held: &AtomicUsize, holding: bool) {
+        count.fetch_add(1, Ordering::Relaxed);
+        if holding {
+            held.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The count of faults of `kind` that met a worker holding.
+    fn held(&self, kind: &str) -> &AtomicUsize {
+        match kind {
+            "kill" => &self.kills_held,
+            "pause" => &self.pauses_held,
+            "sigkill" => &self.sigkills_held,
+            _ => &self.cuts_held,
+        }
+    }
+
     fn cuts(&self) -> usize {
         self.cuts_short.load(Ordering::Relaxed) + self.cuts_long.load(Ordering::Relaxed)
     }
@@ -543,14 +187,56 @@ impl Injected {
     }
 }
 
+/// Where the faults of the whole server met a workload's primitive held: whether a
+/// worker of the workload held it at the moment of each crash, restart and clock jump.
+#[derive(Debug, Default)]
+struct Exposure {
+    /// Each worker's word on whether it holds (after each grant and release), of the
+    /// worker process now in its slot.
+    holding: Mutex<Vec<Arc<AtomicBool>>>,
+    /// Crashes and immediate stops of the server.
+    crashes: AtomicUsize,
+    /// Clean restarts of the server.
+    restarts: AtomicUsize,
+    clock_jumps: AtomicUsize,
+}
+
+impl Exposure {
+    fn held(&self) -> bool {
+        self.holding
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|h| h.load(Ordering::Relaxed))
+    }
+
+    /// Counts a fault of the server or the clock if it met the primitive held.
+    fn met(exposed: &[Arc<Exposure>], count: impl Fn(&Exposure) -> &AtomicUsize) {
+        for e in exposed {
+            if e.held() {
+                count(e).fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// What one workload found.
 struct Report {
     name: String,
     dialect: Dialect,
     primitive: Primitive,
+    presence: bool,
     fence: bool,
     verdict: Verdict,
+    /// Whether two readers of different owners surely held at once (read-write only).
+    readers_overlapped: bool,
     injected: Injected,
+    exposure: Arc<Exposure>,
+    /// For each SIGKILLed holder whose hold was taken over: how long after the kill the
+    /// next holder's grant came back.
+    takeovers: Vec<Duration>,
+    /// What the workers told, for a failure's message.
+    events: Vec<Event>,
     rows: i64,
     counter: i64,
     distinct: i64,
@@ -559,6 +245,31 @@ struct Report {
 }
 
 impl Report {
+    /// The events of the owners the first violation names, as lines in the order
+    /// sent; all of the workload's events are written to a file beside, named at the end.
+    fn events_near_violation(&self) -> String {
+        let Some(first) = self.verdict.violations.first() else {
+            return String::new();
+        };
+        let mut events = self.events.clone();
+        events.sort_by_key(|e| e.sent);
+        let lines: Vec<String> = events.iter().map(Event::line).collect();
+        let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{}.events", self.name.replace(' ', "_")));
+        let written = match std::fs::write(&file, lines.join("\n")) {
+            Ok(()) => format!("every event is in {}", file.display()),
+            Err(e) => format!("the events could not be written to {}: {e}", file.display()),
+        };
+        let named: Vec<String> = lines
+            .into_iter()
+            .zip(&events)
+            .filter(|(_, e)| first.contains(&e.owner))
+            .map(|(line, _)| line)
+            .take(200)
+            .collect();
+        format!("{}\n{written}", named.join("\n"))
+    }
+
     fn lost_updates(&self) -> i64 {
         self.rows - self.counter
     }
@@ -571,7 +282,8 @@ impl Report {
              writes out of token order {}; faults: {} kill rounds ({} connections), {} \
              pauses past the TTL, {} workers SIGKILLed, {} network cuts ({} shorter than \
              the TTL, {} longer; {} to the server, {} from it, {} both ways; {} dropped \
-             packets, {} in all); {} worker errors",
+             packets, {} in all); {} worker errors; SIGKILLed holders' keys granted \
+             again after {:?} ms; {} victims in all",
             self.name,
             self.verdict,
             self.rows,
@@ -591,6 +303,11 @@ impl Report {
             i.cuts_dropping(),
             i.packets_dropped.load(Ordering::Relaxed),
             self.errors,
+            self.takeovers
+                .iter()
+                .map(Duration::as_millis)
+                .collect::<Vec<_>>(),
+            self.injected.victims.lock().unwrap().len(),
         );
     }
 }
@@ -603,6 +320,8 @@ struct Slot {
     child: Child,
     holding: Arc<AtomicBool>,
     paused: Arc<AtomicBool>,
+    /// The owner the worker holds as, once it said.
+    owner: Arc<Mutex<String>>,
 }
 
 impl Slot {
@@ -619,6 +338,8 @@ impl Slot {
 struct Collected {
     events: Mutex<Vec<Event>>,
     errors: AtomicUsize,
+    /// The last error a worker told.
+    last_error: Mutex<String>,
     /// The tasks reading the workers' output, each done at its worker's end of output.
     readers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -626,6 +347,7 @@ struct Collected {
 struct Workload {
     backend: Backend,
     primitive: Primitive,
+    presence: bool,
     fence: bool,
     faults: Faults,
     /// The partition rules, when `faults.partitions`.
@@ -634,15 +356,26 @@ struct Workload {
     /// which reads the database clock as true, does not apply.
     clock_jumps: bool,
     run_for: Duration,
+    exposure: Arc<Exposure>,
 }
 
 impl Workload {
     fn name(&self) -> String {
         format!(
-            "{} {} fence {}",
+            "{} {}{} fence {}",
             self.backend.dialect,
             self.primitive,
+            if self.presence { " with presence" } else { "" },
             if self.fence { "on" } else { "off" }
+        )
+    }
+
+    /// The table of the workload: one per primitive and presence setting.
+    fn table(primitive: Primitive, presence: bool) -> String {
+        format!(
+            "faults_{}{}",
+            primitive.to_string().replace('-', "_"),
+            if presence { "_p" } else { "" }
         )
     }
 
@@ -652,9 +385,27 @@ impl Workload {
             Primitive::Lock(Strategy::Insert) => 'i',
             Primitive::Lock(Strategy::Fair) => 'q',
             Primitive::Multi => 'm',
+            Primitive::Semaphore => 's',
+            Primitive::RwLock => 'r',
+            Primitive::Election => 'e',
             _ => 'u',
         };
-        format!("sqlock_f{s}{}{slot}", u8::from(self.fence))
+        format!(
+            "sqlock_f{s}{}{}{slot}",
+            u8::from(self.presence),
+            u8::from(self.fence)
+        )
+    }
+
+    /// Whether a hold lasts at least its TTL from its request's sending, as the checks
+    /// may assume: not for a for-update lock, which ends with its connection (which the
+    /// driver kills); nor while the servers' clock jumps; nor with presence, which
+    /// hands a dead holder's share on before its TTL (a SIGKILL, or a kill of both
+    /// presence connections, which ends the holder's session too).
+    fn lease_rule(&self) -> bool {
+        self.primitive != Primitive::Lock(Strategy::ForUpdate)
+            && !self.clock_jumps
+            && !self.presence
     }
 
     /// Starts the worker of `slot` with what is left of the run.
@@ -674,6 +425,7 @@ impl Workload {
             url: self.backend.url().to_owned(),
             table: self.backend.table.clone(),
             primitive: self.primitive,
+            presence: self.presence,
             fence: self.fence,
             run_for: until.saturating_duration_since(Instant::now()),
             tag: tag.clone(),
@@ -690,18 +442,27 @@ impl Workload {
             .kill_on_drop(true)
             .spawn()?;
         let holding = Arc::new(AtomicBool::new(false));
+        {
+            let mut flags = self.exposure.holding.lock().unwrap();
+            flags.resize_with(WORKERS, Default::default);
+            flags[slot] = holding.clone();
+        }
+        let owner = Arc::new(Mutex::new(String::new()));
         let out = child.stdout.take().context("worker stdout")?;
-        let (flag, events) = (holding.clone(), collected.clone());
+        let (flag, events, said) = (holding.clone(), collected.clone(), owner.clone());
         let reader = tokio::spawn(async move {
             let collected = events;
             let mut lines = BufReader::new(out).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Some(e) = Event::parse(&line) {
                     collected.events.lock().unwrap().push(e);
+                } else if let Some(o) = line.strip_prefix("OWNER ") {
+                    *said.lock().unwrap() = o.to_owned();
                 } else if let Some(h) = line.strip_prefix("HOLDING ") {
                     flag.store(h == "1", Ordering::Relaxed);
                 } else if line.starts_with("ERROR") {
                     collected.errors.fetch_add(1, Ordering::Relaxed);
+                    *collected.last_error.lock().unwrap() = line;
                 }
             }
         });
@@ -712,6 +473,7 @@ impl Workload {
             child,
             holding,
             paused: Arc::new(AtomicBool::new(false)),
+            owner,
         })
     }
 
@@ -727,13 +489,19 @@ impl Workload {
             &admin,
             &format!(
                 "DROP TABLE IF EXISTS {counter}; DROP TABLE IF EXISTS {writes};
-                 CREATE TABLE {counter} (id INT PRIMARY KEY, n BIGINT NOT NULL);
-                 INSERT INTO {counter} (id, n) VALUES (1, 0);
-                 CREATE TABLE {writes} (id {id}, value BIGINT NOT NULL,
+                 CREATE TABLE {counter} (id BIGINT PRIMARY KEY, n BIGINT NOT NULL);
+                 CREATE TABLE {writes} (id {id}, slot BIGINT NOT NULL, value BIGINT NOT NULL,
                      token BIGINT NOT NULL, owner VARCHAR(64) NOT NULL);"
             ),
         )
         .await?;
+        for slot in 0..self.primitive.counters() {
+            b.script(
+                &admin,
+                &format!("INSERT INTO {counter} (id, n) VALUES ({slot}, 0)"),
+            )
+            .await?;
+        }
         if b.dialect == Dialect::MySql {
             for slot in 0..WORKERS {
                 let user = self.tag(slot);
@@ -774,11 +542,20 @@ impl Workload {
                 let (direction, dropped) = healed??;
                 injected.healed(direction, dropped);
             }
-            // Faults hit the holder more often than not: that is where they matter.
+            // Faults hit the holder more often than not: that is where they matter; and
+            // always while a kind of fault has not met a holder yet.
             let holders: Vec<usize> = (0..WORKERS)
                 .filter(|&i| slots[i].holding.load(Ordering::Relaxed))
                 .collect();
-            let target = if !holders.is_empty() && fastrand::f32() < 0.7 {
+            let unmet_kinds = [
+                &injected.kills_held,
+                &injected.pauses_held,
+                &injected.sigkills_held,
+                &injected.cuts_held,
+            ]
+            .iter()
+            .any(|c| c.load(Ordering::Relaxed) == 0);
+            let target = if !holders.is_empty() && (unmet_kinds || fastrand::f32() < 0.7) {
                 holders[fastrand::usize(..holders.len())]
             } else {
                 fastrand::usize(..WORKERS)
@@ -792,6 +569,10 @@ impl Workload {
             }
             if self.faults.sigkills {
                 kinds.push("sigkill");
+                // Presence is about dead holders: more of them.
+                if self.presence {
+                    kinds.push("sigkill");
+                }
             }
             if self.faults.partitions {
                 kinds.extend(["cut", "cut"]);
@@ -800,17 +581,24 @@ impl Workload {
             if slot.paused.load(Ordering::Relaxed) {
                 continue;
             }
+            let holding = slot.holding.load(Ordering::Relaxed);
             let mut distinct = kinds.clone();
             distinct.dedup();
-            let kind = match distinct.get(injections) {
-                Some(&kind) => kind,
-                None => kinds[fastrand::usize(..kinds.len())],
+            // A holder meets first the kinds no holder met yet, so that every kind is
+            // shown to reach the primitive held, however seldom the draw finds one.
+            let unmet = distinct
+                .iter()
+                .copied()
+                .find(|k| injected.held(k).load(Ordering::Relaxed) == 0);
+            let kind = match (holding, unmet, distinct.get(injections)) {
+                (true, Some(kind), _) | (_, _, Some(&kind)) => kind,
+                _ => kinds[fastrand::usize(..kinds.len())],
             };
             injections += 1;
             match kind {
                 "kill" => {
                     let n = common::kill::kill(b, &admin, &slot.tag).await.unwrap_or(0);
-                    injected.kill_rounds.fetch_add(1, Ordering::Relaxed);
+                    Injected::aimed(&injected.kill_rounds, injected.held(kind), holding);
                     injected
                         .connections_killed
                         .fetch_add(usize::try_from(n).unwrap_or(0), Ordering::Relaxed);
@@ -820,7 +608,7 @@ impl Workload {
                     // Past the TTL, so that the lease lapses while the holder sleeps.
                     let pause = TTL + Duration::from_millis(fastrand::u64(300..1300));
                     if signal(pid, Signal::SIGSTOP).is_ok() {
-                        injected.pauses.fetch_add(1, Ordering::Relaxed);
+                        Injected::aimed(&injected.pauses, injected.held(kind), holding);
                         slot.paused.store(true, Ordering::Relaxed);
                         let paused = slot.paused.clone();
                         tokio::spawn(async move {
@@ -845,6 +633,9 @@ impl Workload {
                     let direction = Direction::ALL[d];
                     let cut = net.cut(name, port, direction)?;
                     injected.cuts_by_direction[d].fetch_add(1, Ordering::Relaxed);
+                    if holding {
+                        injected.held(kind).fetch_add(1, Ordering::Relaxed);
+                    }
                     if long {
                         injected.cuts_long.fetch_add(1, Ordering::Relaxed);
                     } else {
@@ -864,9 +655,21 @@ impl Workload {
                     });
                 }
                 _ => {
+                    // What the worker holds, as the table has it just before the kill
+                    // (its word on holding comes a moment late).
+                    let owner = slot.owner.lock().unwrap().clone();
+                    let held = if holding {
+                        live_holds(b, &admin, &owner).await.unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    };
                     let _ = slot.child.start_kill();
+                    let killed = history::now();
                     let _ = slot.child.wait().await;
-                    injected.sigkills.fetch_add(1, Ordering::Relaxed);
+                    Injected::aimed(&injected.sigkills, injected.held(kind), holding);
+                    if !held.is_empty() {
+                        injected.victims.lock().unwrap().push((killed, held));
+                    }
                     *slot = self.spawn(target, until, &collected)?;
                 }
             }
@@ -888,8 +691,9 @@ impl Workload {
                     let status = status?;
                     anyhow::ensure!(
                         status.success(),
-                        "{}: a worker failed: {status}",
-                        self.name()
+                        "{}: a worker failed: {status} (the last error told: {})",
+                        self.name(),
+                        collected.last_error.lock().unwrap()
                     );
                 }
                 Err(_) => anyhow::bail!("{}: a worker did not stop", self.name()),
@@ -908,31 +712,222 @@ impl Workload {
             let admin = admin.clone();
             async move { b.scalar(&admin, &sql).await }
         };
+        let lease_rule = self.lease_rule();
+        let closed = close_untold(&events);
+        let (mut verdict, readers_overlapped) = match self.primitive {
+            Primitive::Semaphore => {
+                let ttl = if lease_rule { TTL } else { Duration::ZERO };
+                let n = usize::try_from(worker::PERMITS)?;
+                (
+                    tally(&events, common::permits::check(&closed, n, ttl)),
+                    false,
+                )
+            }
+            Primitive::RwLock => {
+                let mut holds = rw_holds(&closed, lease_rule.then_some(TTL));
+                // A read hold's row is its own: a writer's grant of the name leaves it.
+                // Should the clock jump forward past a read's expiry (a writer may come)
+                // and back again, the read's row is unexpired once more and its release
+                // accepted, though a writer held meanwhile (a known limitation, see
+                // docs/guarantees.md): with the clock jumping, only the writes, which
+                // share the name's one row, are checked against each other.
+                if self.clock_jumps {
+                    holds.retain(|h| h.write);
+                }
+                let v = history::check_rw(&holds);
+                let verdict = Verdict {
+                    violations: v.violations,
+                    ..Verdict::default()
+                };
+                (tally(&events, verdict), v.readers_overlapped)
+            }
+            _ if lease_rule => (history::check_leases(&events, TTL), false),
+            _ => (history::check(&events), false),
+        };
+        verdict.violations.truncate(20);
+        let takeovers = takeovers(&events, &injected.victims.lock().unwrap());
         Ok(Report {
             name: self.name(),
             dialect: b.dialect,
             primitive: self.primitive,
+            presence: self.presence,
             fence: self.fence,
-            // A for-update lock ends with its connection, which the driver kills: only
-            // the leased strategies are bound to last their TTL, and only by a clock
-            // that does not jump.
-            verdict: if self.primitive == Primitive::Lock(Strategy::ForUpdate) || self.clock_jumps {
-                history::check(&events)
-            } else {
-                history::check_leases(&events, TTL)
-            },
+            verdict,
+            readers_overlapped,
+            exposure: self.exposure.clone(),
+            takeovers,
+            events,
             injected,
             rows: scalar(format!("SELECT COUNT(*) FROM {writes}")).await?,
-            counter: scalar(format!("SELECT n FROM {counter}")).await?,
-            distinct: scalar(format!("SELECT COUNT(DISTINCT value) FROM {writes}")).await?,
+            counter: scalar(format!(
+                "SELECT CAST(SUM(n) AS {}) FROM {counter}",
+                match b.dialect {
+                    Dialect::Postgres => "BIGINT",
+                    _ => "SIGNED",
+                }
+            ))
+            .await?,
+            distinct: scalar(format!(
+                "SELECT COUNT(*) FROM (SELECT DISTINCT slot, value FROM {writes}) d"
+            ))
+            .await?,
             falling_tokens: scalar(format!(
-                "SELECT COUNT(*) FROM {writes} a JOIN {writes} b ON b.value = a.value + 1 \
-                 WHERE b.token < a.token"
+                "SELECT COUNT(*) FROM {writes} a JOIN {writes} b \
+                 ON b.slot = a.slot AND b.value = a.value + 1 WHERE b.token < a.token"
             ))
             .await?,
             errors: collected.errors.load(Ordering::Relaxed),
         })
     }
+}
+
+/// The events, and for the last hold of each owner that never told how it ended (its
+/// worker SIGKILLed, perhaps in the middle of its release, which may have gone
+/// through), an unknown outcome at the last moment it told of: the lease rule of the
+/// semaphore's and the read-write lock's models then leaves that hold's unknown rest
+/// out, as the mutex's checker does.
+fn close_untold(events: &[Event]) -> Vec<Event> {
+    let mut out = events.to_vec();
+    let mut last: std::collections::BTreeMap<&str, &Event> = std::collections::BTreeMap::new();
+    for g in events.iter().filter(|e| e.kind == Kind::Grant) {
+        let entry = last.entry(g.owner.as_str()).or_insert(g);
+        if g.ack > entry.ack {
+            *entry = g;
+        }
+    }
+    for g in last.into_values() {
+        let of_hold = |e: &&Event| e.key == g.key && e.owner == g.owner && e.token == g.token;
+        let told = events
+            .iter()
+            .filter(of_hold)
+            .any(|e| matches!(e.kind, Kind::Release | Kind::ReleaseRefused | Kind::Unknown));
+        if !told {
+            let at = events
+                .iter()
+                .filter(of_hold)
+                .map(|e| e.ack)
+                .max()
+                .unwrap_or(g.ack);
+            out.push(Event {
+                kind: Kind::Unknown,
+                sent: at,
+                ack: at,
+                ..g.clone()
+            });
+        }
+    }
+    out
+}
+
+/// Counts the kinds of events into `verdict`, for the models that check holds only.
+fn tally(events: &[Event], mut verdict: Verdict) -> Verdict {
+    let count = |k: Kind| events.iter().filter(|e| e.kind == k).count();
+    verdict.grants = count(Kind::Grant);
+    verdict.writes = count(Kind::Write);
+    verdict.releases = count(Kind::Release);
+    verdict.rejected = count(Kind::Rejected);
+    verdict.unknown = count(Kind::Unknown);
+    verdict
+}
+
+/// The holds of a read-write lock's history, each until when it surely held: the
+/// sending of its accepted release; without one, the sending of its last fenced write
+/// the database accepted (a lease, once lapsed, is never held again), or, under the
+/// lease rule (`ttl`), its request's sending plus the TTL less a slack for clock rates,
+/// ended early by a refused or unknown release or write.
+fn rw_holds(events: &[Event], ttl: Option<Duration>) -> Vec<history::RwHold> {
+    let mut holds = Vec::new();
+    for g in events.iter().filter(|e| e.kind == Kind::Grant) {
+        let of_grant = |k: Kind| {
+            events
+                .iter()
+                .filter(|e| {
+                    e.kind == k && e.key == g.key && e.owner == g.owner && e.token == g.token
+                })
+                .map(|e| e.sent)
+                .min()
+        };
+        let end = match of_grant(Kind::Release) {
+            Some(released) => released,
+            None => {
+                let written = of_grant(Kind::Write).unwrap_or(0);
+                let lapse = ttl.map_or(0, |ttl| {
+                    let ttl = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
+                    let slack = ttl / 50 + 20_000_000;
+                    [of_grant(Kind::ReleaseRefused), of_grant(Kind::Unknown)]
+                        .into_iter()
+                        .flatten()
+                        .fold(g.sent.saturating_add(ttl).saturating_sub(slack), u64::min)
+                });
+                written.max(lapse)
+            }
+        };
+        if end > g.ack {
+            holds.push(history::RwHold {
+                write: !g.key.contains(sqlock::READ_MARKER),
+                owner: g.owner.clone(),
+                token: g.token,
+                sent: g.sent,
+                ack: g.ack,
+                end,
+            });
+        }
+    }
+    holds
+}
+
+/// For each key a SIGKILLed holder held unexpired just before the kill (`victims`):
+/// how long after the kill the next grant of that key came back, if one did.
+fn takeovers(events: &[Event], victims: &[Victim]) -> Vec<Duration> {
+    let mut found = Vec::new();
+    for (killed, held) in victims {
+        for (key, token) in held {
+            let next = events
+                .iter()
+                .filter(|e| e.kind == Kind::Grant && e.key == *key && e.token > *token)
+                .map(|e| e.ack)
+                .min();
+            if let Some(ack) = next {
+                found.push(Duration::from_nanos(ack.saturating_sub(*killed)));
+            }
+        }
+    }
+    found
+}
+
+/// The keys `owner` holds unexpired in the workload's table, with their tokens.
+async fn live_holds(
+    b: &Backend,
+    admin: &DbPool,
+    owner: &str,
+) -> anyhow::Result<Vec<(String, i64)>> {
+    let t = b.quoted();
+    let sql = |now: &str| {
+        sqlx::AssertSqlSafe(format!(
+            "SELECT lock_key, fencing_token FROM {t} \
+             WHERE lock_owner = {} AND locked AND expires_at > {now}",
+            if b.dialect == Dialect::Postgres {
+                "$1"
+            } else {
+                "?"
+            }
+        ))
+    };
+    Ok(match admin {
+        DbPool::Postgres(p) => {
+            sqlx::query_as(sql("clock_timestamp()"))
+                .bind(owner)
+                .fetch_all(p)
+                .await?
+        }
+        DbPool::MySql(p) => {
+            sqlx::query_as(sql("UTC_TIMESTAMP(6)"))
+                .bind(owner)
+                .fetch_all(p)
+                .await?
+        }
+        _ => anyhow::bail!("the fault workload runs on the servers"),
+    })
 }
 
 /// A fault of the whole server.
@@ -1045,24 +1040,26 @@ async fn answering(b: &Backend) -> anyhow::Result<DbPool> {
     }
 }
 
-/// Continues a stopped process however the crash below ends, an error included.
-struct Continue(Option<Pid>);
+/// Continues stopped processes however the crash below ends, an error included.
+struct Continue(Vec<Pid>);
 
 impl Drop for Continue {
     fn drop(&mut self) {
-        if let Some(pid) = self.0.take() {
+        for pid in self.0.drain(..) {
             let _ = signal(pid, Signal::SIGCONT);
         }
     }
 }
 
-/// Crashes PostgreSQL with a commit at risk: its WAL writer is stopped, a probe
-/// commits asynchronously (nobody writes it to the kernel then: only a durable
-/// commit of another session would flush it with its own), and the WAL writer is
-/// SIGKILLed at once, which makes the postmaster restart the server in place; with
-/// `stop_for`, the postmaster is sent SIGQUIT first (an immediate stop), and the server
-/// is started again after that long. Counts the crash, whether the probe's commit was
-/// lost, and whether the server restarted in place.
+/// Crashes PostgreSQL with a commit at risk: its WAL writer and every other process
+/// of the server that could write the WAL out (the sessions of the workers, the
+/// checkpointer, the background writer) are stopped, a probe commits asynchronously
+/// (nobody writes it to the kernel then), and the WAL writer is SIGKILLed at once,
+/// which makes the postmaster restart the server in place; with `stop_for`, the
+/// postmaster is sent SIGQUIT first (an immediate stop), and the server is started
+/// again after that long. The stopped processes are continued once the postmaster has
+/// told them to quit, which they then do at once. Counts the crash, whether the
+/// probe's commit was lost, and whether the server restarted in place.
 async fn crash_postgres(
     b: &Backend,
     stop_for: Option<Duration>,
@@ -1100,8 +1097,6 @@ async fn crash_postgres(
     // WAL writer's death a moment after the kill).
     let mut witness = pg.acquire().await?;
     let mut probe = pg.begin().await?;
-    signal(walwriter, Signal::SIGSTOP)?;
-    let resume = Continue(Some(walwriter));
     sqlx::query("SET LOCAL synchronous_commit = off")
         .execute(&mut *probe)
         .await?;
@@ -1109,13 +1104,41 @@ async fn crash_postgres(
         sqlx::query_scalar("UPDATE faults_crash_probe SET n = n + 1 WHERE id = 1 RETURNING n")
             .fetch_one(&mut *probe)
             .await?;
-    probe.commit().await?;
+    let ours: Vec<i32> = vec![
+        sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *witness)
+            .await?,
+        sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *probe)
+            .await?,
+    ];
+    let others: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity WHERE pid <> ALL($1) AND backend_type <> 'walwriter'",
+    )
+    .bind(&ours)
+    .fetch_all(&mut *witness)
+    .await?;
+    let mut resume = Continue(Vec::new());
+    for pid in std::iter::once(walwriter).chain(others.into_iter().map(Pid::from_raw)) {
+        // A process gone meanwhile is no matter.
+        if signal(pid, Signal::SIGSTOP).is_ok() {
+            resume.0.push(pid);
+        }
+    }
+    // A stopped process may hold a lock the commit needs: then this crash is given up
+    // (the processes go on; the caller tries again).
+    match tokio::time::timeout(Duration::from_secs(3), probe.commit()).await {
+        Ok(committed) => committed?,
+        Err(_) => {
+            drop(resume);
+            return Ok(());
+        }
+    }
     if stop_for.is_some() {
         signal(Pid::from_raw(postmaster), Signal::SIGQUIT)?;
     }
     signal(walwriter, Signal::SIGKILL)?;
     let crashed = Instant::now();
-    drop(resume);
     while sqlx::query("SELECT 1").execute(&mut *witness).await.is_ok() {
         anyhow::ensure!(
             crashed.elapsed() < Duration::from_secs(30),
@@ -1123,6 +1146,9 @@ async fn crash_postgres(
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    // The postmaster told every process to quit (the witness's session ended): the
+    // stopped ones quit on continuing, before writing anything.
+    drop(resume);
     drop(witness);
     drop(admin);
     if let Some(down) = stop_for {
@@ -1191,11 +1217,13 @@ async fn crash_mariadb(
 /// a phase), about every minute or two in a longer one, never in the last five
 /// seconds. A crash that lost nothing (PostgreSQL: the probe's commit survived, since
 /// a durable commit of a worker flushed it first) is followed by another at once, up
-/// to three, so that the phase shows a crash losing work.
+/// to three, so that the phase shows a crash losing work. Each fault is counted on
+/// every workload of `exposed` that held at its moment.
 async fn server_faults(
     b: Backend,
     run_for: Duration,
     order: [ServerFault; 3],
+    exposed: Vec<Arc<Exposure>>,
 ) -> anyhow::Result<ServerFaults> {
     let start = Instant::now();
     let until = start + run_for;
@@ -1207,9 +1235,11 @@ async fn server_faults(
             break;
         }
         tokio::time::sleep(wait).await;
+        let at = history::now();
         let stop_for = Duration::from_millis(1500);
         match kind {
             ServerFault::Restart => {
+                Exposure::met(&exposed, |e| &e.restarts);
                 fault_script(b.dialect, "stop").await?;
                 let stopped = Instant::now();
                 tokio::time::sleep(stop_for).await;
@@ -1220,8 +1250,9 @@ async fn server_faults(
             }
             crash => {
                 let stop_for = (*crash == ServerFault::CrashStop).then_some(stop_for);
-                for _ in 0..3 {
+                for _ in 0..5 {
                     let shown = faults.crashes_shown;
+                    Exposure::met(&exposed, |e| &e.crashes);
                     match b.dialect {
                         Dialect::Postgres => crash_postgres(&b, stop_for, &mut faults).await?,
                         _ => crash_mariadb(&b, stop_for, &mut faults).await?,
@@ -1233,9 +1264,10 @@ async fn server_faults(
             }
         }
         println!(
-            "{}: {kind:?} {:.1}s into the run",
+            "{}: {kind:?} {:.1}s into the run (from {at} to {} on the events' clock)",
             b.dialect,
-            start.elapsed().as_secs_f64()
+            start.elapsed().as_secs_f64(),
+            history::now()
         );
     }
     Ok(faults)
@@ -1254,8 +1286,9 @@ struct Jumps {
 /// Moves both fault servers' clock while the run lasts. Every 1 to 3 s it jumps, in
 /// turn, 2 to 6 s forward (past the 1 s TTL: every lease of the moment lapses at once,
 /// its holder still running) and 2 to 8 s back (leases last that much longer), never
-/// more than 10 s behind the true time, and puts the true time back at the end.
-async fn jump_clock(run_for: Duration) -> anyhow::Result<Jumps> {
+/// more than 10 s behind the true time, and puts the true time back at the end. Each
+/// jump is counted on every workload of `exposed` that held at its moment.
+async fn jump_clock(run_for: Duration, exposed: Vec<Arc<Exposure>>) -> anyhow::Result<Jumps> {
     let until = Instant::now() + run_for;
     let mut offset = 0_i64;
     let mut jumps = Jumps::default();
@@ -1273,6 +1306,7 @@ async fn jump_clock(run_for: Duration) -> anyhow::Result<Jumps> {
         }
         jumps.ahead = jumps.ahead.max(offset);
         jumps.behind = jumps.behind.max(-offset);
+        Exposure::met(&exposed, |e| &e.clock_jumps);
         clock::set(offset)?;
     }
     clock::set(0)?;
@@ -1312,7 +1346,8 @@ async fn verify_clock(servers: &[Backend]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The figures of one server, strategy and fence setting, summed over the phases.
+/// The figures of one server, primitive, presence and fence setting, summed over the
+/// phases.
 #[derive(Debug, Default)]
 struct Totals {
     grants: usize,
@@ -1320,15 +1355,25 @@ struct Totals {
     rejected: usize,
     unknown: usize,
     kill_rounds: usize,
+    kills_held: usize,
     connections_killed: usize,
     pauses: usize,
+    pauses_held: usize,
     sigkills: usize,
+    sigkills_held: usize,
+    /// Keys SIGKILLed holders held that the next holder had within half the TTL.
+    quick_takeovers: usize,
     cuts: usize,
     cuts_long: usize,
+    cuts_held: usize,
     cuts_dropping: usize,
     packets_dropped: u64,
+    crashes_held: usize,
+    restarts_held: usize,
+    jumps_held: usize,
     violations: usize,
     lost_updates: i64,
+    readers_overlapped: bool,
 }
 
 /// The name of a server in the tables.
@@ -1339,8 +1384,12 @@ fn server_name(dialect: Dialect) -> &'static str {
     }
 }
 
-/// One row of the table: server, primitive (a lock's strategy), fence, and its figures.
-type Row = (&'static str, Primitive, bool, Totals);
+/// What a row of the table is about: server, primitive (a lock's strategy), presence
+/// and fence.
+type RowKey = (&'static str, Primitive, bool, bool);
+
+/// One row of the table: what it is about, and its figures.
+type Row = (RowKey, Totals);
 
 /// The figures of a whole run, in the order the workloads were first reported.
 #[derive(Debug, Default)]
@@ -1357,70 +1406,135 @@ struct Figures {
 
 impl Figures {
     fn add(&mut self, r: &Report) {
-        let server = server_name(r.dialect);
-        let i = match self
-            .rows
-            .iter()
-            .position(|(s, p, f, _)| *s == server && *p == r.primitive && *f == r.fence)
-        {
+        let key = (server_name(r.dialect), r.primitive, r.presence, r.fence);
+        let i = match self.rows.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
-                self.rows
-                    .push((server, r.primitive, r.fence, Totals::default()));
+                self.rows.push((key, Totals::default()));
                 self.rows.len() - 1
             }
         };
-        let t = &mut self.rows[i].3;
+        let t = &mut self.rows[i].1;
         let load = |a: &AtomicUsize| a.load(Ordering::Relaxed);
         // A multi-lock's events are told per key; the table counts its sets.
         let keys = r.primitive.keys();
+        let (i, e) = (&r.injected, &r.exposure);
         t.grants += r.verdict.grants / keys;
         t.rows += r.rows;
         t.rejected += r.verdict.rejected / keys;
         t.unknown += r.verdict.unknown / keys;
-        t.kill_rounds += load(&r.injected.kill_rounds);
-        t.connections_killed += load(&r.injected.connections_killed);
-        t.pauses += load(&r.injected.pauses);
-        t.sigkills += load(&r.injected.sigkills);
-        t.cuts += r.injected.cuts();
-        t.cuts_long += load(&r.injected.cuts_long);
-        t.cuts_dropping += r.injected.cuts_dropping();
-        t.packets_dropped += r.injected.packets_dropped.load(Ordering::Relaxed);
+        t.kill_rounds += load(&i.kill_rounds);
+        t.kills_held += load(&i.kills_held);
+        t.connections_killed += load(&i.connections_killed);
+        t.pauses += load(&i.pauses);
+        t.pauses_held += load(&i.pauses_held);
+        t.sigkills += load(&i.sigkills);
+        t.sigkills_held += load(&i.sigkills_held);
+        t.quick_takeovers += r.takeovers.iter().filter(|d| **d < TTL / 2).count();
+        t.cuts += i.cuts();
+        t.cuts_long += load(&i.cuts_long);
+        t.cuts_held += load(&i.cuts_held);
+        t.cuts_dropping += i.cuts_dropping();
+        t.packets_dropped += i.packets_dropped.load(Ordering::Relaxed);
+        t.crashes_held += load(&e.crashes);
+        t.restarts_held += load(&e.restarts);
+        t.jumps_held += load(&e.clock_jumps);
         t.violations += r.verdict.violations.len();
         t.lost_updates += r.lost_updates();
+        t.readers_overlapped |= r.readers_overlapped;
     }
 
     /// The table of the figures, as docs/guarantees.md shows it.
     fn table(&self) -> String {
         let mut out = String::from(
-            "| server | strategy | fence | grants | writes accepted | stale writes rejected \
-             | outcome unknown | connection kills (connections) | pauses | SIGKILLs \
-             | network cuts (longer than the TTL) | cuts that dropped packets (packets) \
+            "| server | primitive | presence | fence | grants | writes accepted \
+             | stale writes rejected | outcome unknown \
+             | connection kills (connections; while held) | pauses (while held) \
+             | SIGKILLs (while held; taken over within half the TTL) \
+             | network cuts (longer than the TTL; while held) \
+             | cuts that dropped packets (packets) | server crashes while held \
+             | clean restarts while held | clock jumps while held \
              | violations | lost updates |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
-        for (server, strategy, fence, t) in &self.rows {
+        let on = |b: bool| if b { "on" } else { "off" };
+        // By server, then in the family's order, the fence on first.
+        let mut rows: Vec<&Row> = self.rows.iter().collect();
+        rows.sort_by_key(|((server, primitive, presence, fence), _)| {
+            let family = FAMILY.iter().position(|f| *f == (*primitive, *presence));
+            (*server != "PostgreSQL", family, !fence)
+        });
+        for ((server, primitive, presence, fence), t) in rows {
             out += &format!(
-                "| {server} | {strategy} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} ({}) \
-                 | {} ({}) | **{}** | **{}** |\n",
-                if *fence { "on" } else { "off" },
+                "| {server} | {primitive} | {} | {} | {} | {} | {} | {} | {} ({}; {}) \
+                 | {} ({}) | {} ({}; {}) | {} ({}; {}) | {} ({}) | {} | {} | {} \
+                 | **{}** | **{}** |\n",
+                on(*presence),
+                on(*fence),
                 t.grants,
                 t.rows,
                 t.rejected,
                 t.unknown,
                 t.kill_rounds,
                 t.connections_killed,
+                t.kills_held,
                 t.pauses,
+                t.pauses_held,
                 t.sigkills,
+                t.sigkills_held,
+                t.quick_takeovers,
                 t.cuts,
                 t.cuts_long,
+                t.cuts_held,
                 t.cuts_dropping,
                 t.packets_dropped,
+                t.crashes_held,
+                t.restarts_held,
+                t.jumps_held,
                 t.violations,
                 t.lost_updates
             );
         }
         out
+    }
+
+    /// What only the whole run can show, each row of the fenced phases on its own:
+    /// presence hands a SIGKILLed holder's share on before its TTL, readers of a
+    /// read-write lock do share it, and, in a run long enough to have a few server
+    /// faults a phase (five minutes or more), the server crashed under every primitive.
+    fn check(&self, run_for: Duration) -> anyhow::Result<()> {
+        for ((server, primitive, presence, fence), t) in &self.rows {
+            if !fence {
+                continue;
+            }
+            let row = format!(
+                "{server} {primitive}{}",
+                if *presence { " with presence" } else { "" }
+            );
+            anyhow::ensure!(
+                !presence || t.quick_takeovers > 0,
+                "{row}: no SIGKILLed holder's share was taken within half the TTL \
+                 ({} SIGKILLs while held)",
+                t.sigkills_held
+            );
+            anyhow::ensure!(
+                *primitive != Primitive::RwLock || t.readers_overlapped,
+                "{row}: no two readers ever surely held at once"
+            );
+            // Every kind of fault met the primitive held: a fault that only ever hits
+            // a waiting worker shows nothing about the primitive's guarantees.
+            let held = [t.kills_held, t.pauses_held, t.sigkills_held, t.cuts_held];
+            anyhow::ensure!(
+                held.iter().all(|&n| n > 0),
+                "{row}: a kind of fault never met a holder (kills, pauses, SIGKILLs, cuts \
+                 while held: {held:?})"
+            );
+            anyhow::ensure!(
+                run_for < Duration::from_secs(300) || t.crashes_held > 0,
+                "{row}: the server never crashed while it was held"
+            );
+        }
+        Ok(())
     }
 
     /// Adds what a phase's server faults did on `server`.
@@ -1545,10 +1659,17 @@ impl Figures {
              - Servers: {versions}, both under libfaketime.\n\
              - Before the phases, cuts of a probe process dropped {calibration}.\n\
              - {summary}.\n\n\
-             Phases summed, per server, strategy and fence setting (a multi-lock's grants \
-             and outcomes counted per set of keys). \"Network cuts\" counts \
-             the cuts made, \"cuts that dropped packets\" those whose nft rules dropped at \
-             least one packet, with the packets all of them dropped.\n\n\
+             Phases summed, per server, primitive (a lock by its strategy), presence and \
+             fence setting (a multi-lock's grants and outcomes counted per set of keys). \
+             \"Network cuts\" counts the cuts made, \"cuts that dropped packets\" those \
+             whose nft rules dropped at least one packet, with the packets all of them \
+             dropped. \"While held\": a fault aimed at one worker met it holding; a \
+             crash, restart or clock jump of the server met a worker of that row \
+             holding. \"Taken over within half the TTL\": keys a SIGKILLed worker held \
+             unexpired just before the kill (as the table showed) that the next holder \
+             was granted within half the TTL of the kill, which only presence or a \
+             for-update lock's transaction can do (a lease outlives its last renewal by \
+             the TTL, 1 s, and renewals come every 300 ms).\n\n\
              {table}",
             date = started.format("%Y-%m-%d"),
             start = started.format("%Y-%m-%d %H:%M UTC"),
@@ -1573,7 +1694,24 @@ impl Figures {
     }
 }
 
-/// Every strategy on both servers at once, fenced, with every fault; the servers'
+/// What the fenced phases run on each server, each with its presence setting: a lock
+/// of every strategy, a multi-lock, a semaphore, a read-write lock and an election, and
+/// with presence the primitives that have it.
+const FAMILY: [(Primitive, bool); 11] = [
+    (Primitive::Lock(Strategy::Lease), false),
+    (Primitive::Lock(Strategy::Insert), false),
+    (Primitive::Lock(Strategy::ForUpdate), false),
+    (Primitive::Lock(Strategy::Fair), false),
+    (Primitive::Multi, false),
+    (Primitive::Semaphore, false),
+    (Primitive::RwLock, false),
+    (Primitive::Election, false),
+    (Primitive::Lock(Strategy::Lease), true),
+    (Primitive::Multi, true),
+    (Primitive::Election, true),
+];
+
+/// The whole family on both servers at once, fenced, with every fault; the servers'
 /// clock jumps too when `clock_jumps`. Fails on any violation or lost update.
 async fn fenced_phase(
     phase: usize,
@@ -1584,39 +1722,54 @@ async fn fenced_phase(
     figures: &mut Figures,
 ) -> anyhow::Result<()> {
     let mut runs = tokio::task::JoinSet::new();
+    let mut exposures: Vec<(Dialect, Arc<Exposure>)> = Vec::new();
+    // `SQLOCK_FAULT_ONLY` names the primitives to run (as the table names them, comma
+    // separated): for chasing a failure of one.
+    let only = std::env::var("SQLOCK_FAULT_ONLY").ok();
+    let family = FAMILY.into_iter().filter(|(p, _)| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|o| o == p.to_string()))
+    });
     for b in servers {
-        for primitive in [
-            Primitive::Lock(Strategy::Lease),
-            Primitive::Lock(Strategy::Insert),
-            Primitive::Lock(Strategy::ForUpdate),
-            Primitive::Lock(Strategy::Fair),
-            Primitive::Multi,
-        ] {
+        for (primitive, presence) in family.clone() {
             let mut backend = b.clone();
-            backend.table = format!("faults_{}", primitive.to_string().replace('-', "_"));
+            backend.table = Workload::table(primitive, presence);
+            let exposure = Arc::new(Exposure::default());
+            exposures.push((b.dialect, exposure.clone()));
             let w = Workload {
                 backend,
                 primitive,
+                presence,
                 fence: true,
                 faults: ALL_FAULTS,
                 net: Some(net.clone()),
                 clock_jumps,
                 run_for,
+                exposure,
             };
             runs.spawn(w.run());
         }
     }
+    let of_server = |d: Dialect| -> Vec<Arc<Exposure>> {
+        exposures
+            .iter()
+            .filter(|(e, _)| *e == d)
+            .map(|(_, x)| x.clone())
+            .collect()
+    };
     let server_faults: Vec<_> = servers
         .iter()
         .map(|b| {
             let order = server_faults_order(phase);
+            let exposed = of_server(b.dialect);
             (
                 b.dialect,
-                tokio::spawn(server_faults(b.clone(), run_for, order)),
+                tokio::spawn(server_faults(b.clone(), run_for, order, exposed)),
             )
         })
         .collect();
-    let jumps = clock_jumps.then(|| tokio::spawn(jump_clock(run_for)));
+    let all: Vec<Arc<Exposure>> = exposures.iter().map(|(_, x)| x.clone()).collect();
+    let jumps = clock_jumps.then(|| tokio::spawn(jump_clock(run_for, all)));
     let mut reports = Vec::new();
     while let Some(r) = runs.join_next().await {
         reports.push(r??);
@@ -1656,7 +1809,13 @@ async fn fenced_phase(
     }
     for r in &reports {
         let v = &r.verdict;
-        anyhow::ensure!(v.violations.is_empty(), "{}: {:#?}", r.name, v.violations);
+        anyhow::ensure!(
+            v.violations.is_empty(),
+            "{}: {:#?}\nthe events of its workers, in the order sent:\n{}",
+            r.name,
+            v.violations,
+            r.events_near_violation()
+        );
         anyhow::ensure!(
             v.grants >= 10,
             "{}: too few grants to mean anything",
@@ -1677,6 +1836,13 @@ async fn fenced_phase(
              connections killed)",
             r.name
         );
+        if clock_jumps {
+            anyhow::ensure!(
+                r.exposure.clock_jumps.load(Ordering::Relaxed) > 0,
+                "{}: the clock never jumped while it was held",
+                r.name
+            );
+        }
         anyhow::ensure!(r.lost_updates() == 0, "{}: lost updates", r.name);
         anyhow::ensure!(
             r.distinct == r.rows,
@@ -1744,6 +1910,7 @@ async fn fenced_phase(
 
 async fn suite() -> anyhow::Result<()> {
     history::self_check();
+    history::self_check_rw();
     let secs = std::env::var("SQLOCK_FAULT_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -1795,11 +1962,13 @@ async fn suite() -> anyhow::Result<()> {
         let w = Workload {
             backend,
             primitive: Primitive::Lock(Strategy::Lease),
+            presence: false,
             fence: false,
             faults: PAUSES_ONLY,
             net: None,
             clock_jumps: false,
             run_for: run_for.min(Duration::from_secs(60)),
+            exposure: Arc::default(),
         };
         runs.spawn(w.run());
     }
@@ -1815,6 +1984,7 @@ async fn suite() -> anyhow::Result<()> {
     }
     figures.phases.push(phase.elapsed());
     figures.print();
+    figures.check(run_for)?;
     if let Ok(path) = std::env::var("SQLOCK_FAULT_RECORD") {
         figures.record(&path, started, secs, &servers).await?;
     }

@@ -6,17 +6,45 @@ mod common;
 
 use std::time::Duration;
 
-use sqlock::{DbPool, Error, LockGuard};
+use sqlock::{DbPool, Error, LockGuard, SemaphoreGuard};
 use sqlx::Executor;
 
-/// Runs `guard.fence` and then an increment of the test's counter in one transaction
-/// on `pool`; returns whether it committed.
-async fn fenced_increment(pool: &DbPool, guard: &LockGuard, counter: &str) -> anyhow::Result<bool> {
+/// What fences a write: a lock, or a semaphore's permits.
+#[derive(Clone, Copy)]
+enum Holder<'a> {
+    Lock(&'a LockGuard),
+    Permits(&'a SemaphoreGuard),
+}
+
+impl<'a> From<&'a LockGuard> for Holder<'a> {
+    fn from(g: &'a LockGuard) -> Self {
+        Self::Lock(g)
+    }
+}
+
+impl<'a> From<&'a SemaphoreGuard> for Holder<'a> {
+    fn from(g: &'a SemaphoreGuard) -> Self {
+        Self::Permits(g)
+    }
+}
+
+/// Runs the holder's fence and then an increment of the test's counter in one
+/// transaction on `pool`; returns whether it committed.
+async fn fenced_increment<'a>(
+    pool: &DbPool,
+    holder: impl Into<Holder<'a>>,
+    counter: &str,
+) -> anyhow::Result<bool> {
+    let holder = holder.into();
     let bump = sqlx::AssertSqlSafe(format!("UPDATE {counter} SET n = n + 1"));
     macro_rules! fenced {
         ($p:expr) => {{
             let mut tx = $p.begin().await?;
-            match guard.fence(&mut *tx).await {
+            let fenced = match holder {
+                Holder::Lock(g) => g.fence(&mut *tx).await,
+                Holder::Permits(g) => g.fence(&mut *tx).await,
+            };
+            match fenced {
                 Ok(()) => {
                     tx.execute(bump).await?;
                     tx.commit().await?;
@@ -83,6 +111,62 @@ async fn a_stale_holder_cannot_write() -> anyhow::Result<()> {
             b.dialect
         );
         assert!(next.release().await?);
+        b.script(&pool, &format!("DROP TABLE {counter}")).await?;
+    }
+    Ok(())
+}
+
+/// A semaphore's permits fence as a lock does: a permit whose lease lapsed and whose
+/// slot another owner took cannot write, while the new holder of the slot can.
+#[tokio::test]
+async fn a_stale_permit_cannot_write() -> anyhow::Result<()> {
+    for b in common::backends("fence_permit").await {
+        let a = b.fresh_table().await?;
+        let pool = a.pool().clone();
+        let counter = format!("{}_counter", b.table);
+        b.script(&pool, &format!("DROP TABLE IF EXISTS {counter}"))
+            .await?;
+        b.script(
+            &pool,
+            &format!("CREATE TABLE {counter} (n BIGINT NOT NULL)"),
+        )
+        .await?;
+        b.script(&pool, &format!("INSERT INTO {counter} (n) VALUES (0)"))
+            .await?;
+        let other = b.locker().await?;
+        let stale = a
+            .semaphore("exports", 1)
+            .auto_renew(false)
+            .try_acquire()
+            .await?
+            .expect("a permit");
+        assert!(
+            fenced_increment(&pool, &stale, &counter).await?,
+            "{}",
+            b.dialect
+        );
+        // The permit lapses (as for a paused holder) and another owner takes its slot.
+        b.expire(&pool, stale.keys()[0]).await?;
+        let next = other
+            .semaphore("exports", 1)
+            .try_acquire()
+            .await?
+            .expect("the slot taken over");
+        assert_eq!(next.keys(), stale.keys(), "{}", b.dialect);
+        assert!(
+            !fenced_increment(&pool, &stale, &counter).await?,
+            "{}: a stale permit's write accepted",
+            b.dialect
+        );
+        assert!(
+            fenced_increment(&pool, &next, &counter).await?,
+            "{}",
+            b.dialect
+        );
+        let n = b.scalar(&pool, &format!("SELECT n FROM {counter}")).await?;
+        assert_eq!(n, 2, "{}: the two writes of live holders only", b.dialect);
+        assert!(next.release().await?);
+        assert!(!stale.release().await?, "{}", b.dialect);
         b.script(&pool, &format!("DROP TABLE {counter}")).await?;
     }
     Ok(())

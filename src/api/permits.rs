@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::db::fence::FenceConnection;
 use crate::support::error::{Error, Result};
 use crate::support::lost::{LostReason, LostSignal};
 
@@ -131,6 +132,52 @@ impl SemaphoreGuard {
         self.lost
             .reason()
             .or_else(|| self.permits.iter().find_map(|p| p.lost().reason()))
+    }
+
+    /// Checks, inside the holder's own transaction on `conn`, that every permit of the
+    /// guard is still held (same owner, same token, unexpired on the database clock),
+    /// and keeps them so until that transaction ends, exactly as
+    /// [`LockGuard::fence`] does for a lock: put it first in a transaction whose writes
+    /// must only happen while the permits are held. A resource fenced per slot keeps
+    /// the last token it saw for each of [`keys`](Self::keys).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockLost`] when a permit is no longer held;
+    /// [`Error::FenceNotApplicable`] for a connection of another dialect; database
+    /// errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped the checks may or may not have run on `conn`; roll that
+    /// transaction back rather than commit it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlx::raw_sql("CREATE TABLE exports (slot TEXT PRIMARY KEY, runs INTEGER)").execute(&pool).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// let permit = locker.semaphore("exports", 4).acquire().await?;
+    /// let mut tx = pool.begin().await?;
+    /// permit.fence(&mut *tx).await?; // fails, and nothing is written, if the permit was lost
+    /// sqlx::query("INSERT INTO exports (slot, runs) VALUES (?, 1)")
+    ///     .bind(permit.keys()[0])
+    ///     .execute(&mut *tx)
+    ///     .await?;
+    /// tx.commit().await?;
+    /// permit.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn fence<C: FenceConnection>(&self, conn: &mut C) -> Result<()> {
+        for permit in &self.permits {
+            permit.fence(&mut *conn).await?;
+        }
+        Ok(())
     }
 
     /// Gives the permits back: whether every one of them was still this owner's. A
