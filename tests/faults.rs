@@ -1667,9 +1667,10 @@ impl Figures {
              crash, restart or clock jump of the server met a worker of that row \
              holding. \"Taken over within half the TTL\": keys a SIGKILLed worker held \
              unexpired just before the kill (as the table showed) that the next holder \
-             was granted within half the TTL of the kill, which only presence or a \
-             for-update lock's transaction can do (a lease outlives its last renewal by \
-             the TTL, 1 s, and renewals come every 300 ms).\n\n\
+             was granted within half the TTL of the kill. Without presence only a \
+             release already in flight at the kill can explain one: a lease outlives \
+             its last renewal by the TTL, 1 s, and renewals come every 300 ms (a \
+             for-update lock leaves no live row to count).\n\n\
              {table}",
             date = started.format("%Y-%m-%d"),
             start = started.format("%Y-%m-%d %H:%M UTC"),
