@@ -1856,17 +1856,20 @@ async fn fenced_phase(
             r.name
         );
         // Every write the client saw accepted is in the table, and nothing else is
-        // but writes whose outcome it could not know. A multi-lock's events are told
-        // once per key, so each row stands for that many.
+        // but writes whose outcome it could not know, and at most one per SIGKILL
+        // (a worker killed between its commit and telling of it). A multi-lock's
+        // events are told once per key, so each row stands for that many.
         let per_row = r.primitive.keys() as i64;
+        let untold = (sigkills as i64) * per_row;
         anyhow::ensure!(
             r.rows * per_row >= v.writes as i64
-                && r.rows * per_row <= (v.writes + v.unknown) as i64,
-            "{}: {} writes in the table, {} confirmed and {} unknown",
+                && r.rows * per_row <= (v.writes + v.unknown) as i64 + untold,
+            "{}: {} writes in the table, {} confirmed, {} unknown, {} workers SIGKILLed",
             r.name,
             r.rows,
             v.writes,
-            v.unknown
+            v.unknown,
+            sigkills
         );
     }
     // A cut is shown to cut by its rules' counters: on every server, each direction
