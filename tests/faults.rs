@@ -116,8 +116,19 @@ const PAUSES_ONLY: Faults = Faults {
     partitions: false,
 };
 
-/// A SIGKILLed holder: the moment of the kill, and the keys it held with their tokens.
-type Victim = (u64, Vec<(String, i64)>);
+/// A SIGKILLed holder: the moment of the kill ([`history::now`]), and what it held
+/// unexpired just before, as the table showed.
+type Victim = (u64, Vec<LiveHold>);
+
+/// A key a worker held, as the table showed: its token, when the table was read, and
+/// a moment no later than its expiry (both [`history::now`]).
+#[derive(Debug)]
+struct LiveHold {
+    key: String,
+    token: i64,
+    seen: u64,
+    expires: u64,
+}
 
 /// What the driver did.
 #[derive(Debug, Default)]
@@ -141,9 +152,7 @@ struct Injected {
     pauses_held: AtomicUsize,
     sigkills_held: AtomicUsize,
     cuts_held: AtomicUsize,
-    /// The holders a SIGKILL ended: the moment of the kill ([`history::now`]), and
-    /// the keys the worker's owner held unexpired in the table just before, with their
-    /// tokens.
+    /// The holders a SIGKILL ended.
     victims: Mutex<Vec<Victim>>,
 }
 
@@ -199,6 +208,8 @@ struct Exposure {
     /// Clean restarts of the server.
     restarts: AtomicUsize,
     clock_jumps: AtomicUsize,
+    /// When the clock jumped ([`history::now`]), held or not.
+    jumped_at: Mutex<Vec<u64>>,
 }
 
 impl Exposure {
@@ -232,9 +243,8 @@ struct Report {
     readers_overlapped: bool,
     injected: Injected,
     exposure: Arc<Exposure>,
-    /// For each SIGKILLed holder whose hold was taken over: how long after the kill the
-    /// next holder's grant came back.
-    takeovers: Vec<Duration>,
+    /// What became of each SIGKILLed holder's keys.
+    takeovers: Vec<Takeover>,
     /// What the workers told, for a failure's message.
     events: Vec<Event>,
     rows: i64,
@@ -283,7 +293,7 @@ impl Report {
              pauses past the TTL, {} workers SIGKILLed, {} network cuts ({} shorter than \
              the TTL, {} longer; {} to the server, {} from it, {} both ways; {} dropped \
              packets, {} in all); {} worker errors; SIGKILLed holders' keys granted \
-             again after {:?} ms; {} victims in all",
+             again after (ms, before the lease's expiry) {:?}; {} victims in all",
             self.name,
             self.verdict,
             self.rows,
@@ -305,7 +315,7 @@ impl Report {
             self.errors,
             self.takeovers
                 .iter()
-                .map(Duration::as_millis)
+                .map(|t| (t.after.as_millis(), t.before_expiry))
                 .collect::<Vec<_>>(),
             self.injected.victims.lock().unwrap().len(),
         );
@@ -571,7 +581,7 @@ impl Workload {
                 kinds.push("sigkill");
                 // Presence is about dead holders: more of them.
                 if self.presence {
-                    kinds.push("sigkill");
+                    kinds.extend(["sigkill", "sigkill"]);
                 }
             }
             if self.faults.partitions {
@@ -656,12 +666,16 @@ impl Workload {
                 }
                 _ => {
                     // What the worker holds, as the table has it just before the kill
-                    // (its word on holding comes a moment late).
+                    // (its word on holding comes a moment late): read once it is
+                    // stopped and what it had sent is done, so that only its death can
+                    // end a hold before its expiry from then on.
                     let owner = slot.owner.lock().unwrap().clone();
-                    let held = if holding {
-                        live_holds(b, &admin, &owner).await.unwrap_or_default()
-                    } else {
-                        Vec::new()
+                    let held = match slot.pid() {
+                        Some(pid) if holding && signal(pid, Signal::SIGSTOP).is_ok() => {
+                            tokio::time::sleep(Duration::from_millis(30)).await;
+                            live_holds(b, &admin, &owner).await.unwrap_or_default()
+                        }
+                        _ => Vec::new(),
                     };
                     let _ = slot.child.start_kill();
                     let killed = history::now();
@@ -745,7 +759,11 @@ impl Workload {
             _ => (history::check(&events), false),
         };
         verdict.violations.truncate(20);
-        let takeovers = takeovers(&events, &injected.victims.lock().unwrap());
+        let takeovers = takeovers(
+            &events,
+            &injected.victims.lock().unwrap(),
+            &self.exposure.jumped_at.lock().unwrap(),
+        );
         Ok(Report {
             name: self.name(),
             dialect: b.dialect,
@@ -876,58 +894,84 @@ fn rw_holds(events: &[Event], ttl: Option<Duration>) -> Vec<history::RwHold> {
     holds
 }
 
-/// For each key a SIGKILLed holder held unexpired just before the kill (`victims`):
-/// how long after the kill the next grant of that key came back, if one did.
-fn takeovers(events: &[Event], victims: &[Victim]) -> Vec<Duration> {
+/// What became of a SIGKILLed holder's keys: how long after the kill the next holder
+/// had them all, and whether it had them before the victim's lease could have expired.
+#[derive(Debug, Clone, Copy)]
+struct Takeover {
+    after: Duration,
+    before_expiry: bool,
+}
+
+/// For each SIGKILLed holder (`victims`) whose keys were all granted again: the
+/// takeover. One during which the servers' clock jumped (`jumps`, the moments of the
+/// jumps) never counts as before the expiry: a jump may have ended the lease early.
+fn takeovers(events: &[Event], victims: &[Victim], jumps: &[u64]) -> Vec<Takeover> {
+    // As the checkers allow for the database clock's rate.
+    let slack = u64::try_from((TTL / 50 + Duration::from_millis(20)).as_nanos()).unwrap_or(0);
     let mut found = Vec::new();
     for (killed, held) in victims {
-        for (key, token) in held {
-            let next = events
-                .iter()
-                .filter(|e| e.kind == Kind::Grant && e.key == *key && e.token > *token)
-                .map(|e| e.ack)
-                .min();
-            if let Some(ack) = next {
-                found.push(Duration::from_nanos(ack.saturating_sub(*killed)));
-            }
-        }
+        let next: Option<Vec<(u64, &LiveHold)>> = held
+            .iter()
+            .map(|h| {
+                events
+                    .iter()
+                    .filter(|e| e.kind == Kind::Grant && e.key == h.key && e.token > h.token)
+                    .map(|e| e.ack)
+                    .min()
+                    .map(|ack| (ack, h))
+            })
+            .collect();
+        let Some(next) = next else { continue };
+        let Some(last) = next.iter().map(|(ack, _)| *ack).max() else {
+            continue;
+        };
+        found.push(Takeover {
+            after: Duration::from_nanos(last.saturating_sub(*killed)),
+            before_expiry: next.iter().all(|(ack, h)| {
+                ack.saturating_add(slack) < h.expires
+                    && !jumps.iter().any(|j| (h.seen..=*ack).contains(j))
+            }),
+        });
     }
     found
 }
 
-/// The keys `owner` holds unexpired in the workload's table, with their tokens.
-async fn live_holds(
-    b: &Backend,
-    admin: &DbPool,
-    owner: &str,
-) -> anyhow::Result<Vec<(String, i64)>> {
+/// The keys `owner` holds unexpired in the workload's table, with their tokens and a
+/// moment no later than their expiry: the query's sending plus the time the server
+/// said was left.
+async fn live_holds(b: &Backend, admin: &DbPool, owner: &str) -> anyhow::Result<Vec<LiveHold>> {
     let t = b.quoted();
-    let sql = |now: &str| {
-        sqlx::AssertSqlSafe(format!(
-            "SELECT lock_key, fencing_token FROM {t} \
-             WHERE lock_owner = {} AND locked AND expires_at > {now}",
-            if b.dialect == Dialect::Postgres {
-                "$1"
-            } else {
-                "?"
-            }
-        ))
+    let (left, now, param) = match b.dialect {
+        Dialect::Postgres => (
+            "CAST(extract(epoch FROM expires_at - clock_timestamp()) * 1000000 AS BIGINT)",
+            "clock_timestamp()",
+            "$1",
+        ),
+        _ => (
+            "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)",
+            "UTC_TIMESTAMP(6)",
+            "?",
+        ),
     };
-    Ok(match admin {
-        DbPool::Postgres(p) => {
-            sqlx::query_as(sql("clock_timestamp()"))
-                .bind(owner)
-                .fetch_all(p)
-                .await?
-        }
-        DbPool::MySql(p) => {
-            sqlx::query_as(sql("UTC_TIMESTAMP(6)"))
-                .bind(owner)
-                .fetch_all(p)
-                .await?
-        }
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT lock_key, fencing_token, {left} FROM {t} \
+         WHERE lock_owner = {param} AND locked AND expires_at > {now}"
+    ));
+    let sent = history::now();
+    let rows: Vec<(String, i64, i64)> = match admin {
+        DbPool::Postgres(p) => sqlx::query_as(sql).bind(owner).fetch_all(p).await?,
+        DbPool::MySql(p) => sqlx::query_as(sql).bind(owner).fetch_all(p).await?,
         _ => anyhow::bail!("the fault workload runs on the servers"),
-    })
+    };
+    Ok(rows
+        .into_iter()
+        .map(|(key, token, left_us)| LiveHold {
+            key,
+            token,
+            seen: sent,
+            expires: sent.saturating_add(u64::try_from(left_us).unwrap_or(0) * 1000),
+        })
+        .collect())
 }
 
 /// A fault of the whole server.
@@ -1307,6 +1351,10 @@ async fn jump_clock(run_for: Duration, exposed: Vec<Arc<Exposure>>) -> anyhow::R
         jumps.ahead = jumps.ahead.max(offset);
         jumps.behind = jumps.behind.max(-offset);
         Exposure::met(&exposed, |e| &e.clock_jumps);
+        let at = history::now();
+        for e in &exposed {
+            e.jumped_at.lock().unwrap().push(at);
+        }
         clock::set(offset)?;
     }
     clock::set(0)?;
@@ -1361,7 +1409,7 @@ struct Totals {
     pauses_held: usize,
     sigkills: usize,
     sigkills_held: usize,
-    /// Keys SIGKILLed holders held that the next holder had within half the TTL.
+    /// SIGKILLed holders whose keys the next holder had before their lease's expiry.
     quick_takeovers: usize,
     cuts: usize,
     cuts_long: usize,
@@ -1430,7 +1478,7 @@ impl Figures {
         t.pauses_held += load(&i.pauses_held);
         t.sigkills += load(&i.sigkills);
         t.sigkills_held += load(&i.sigkills_held);
-        t.quick_takeovers += r.takeovers.iter().filter(|d| **d < TTL / 2).count();
+        t.quick_takeovers += r.takeovers.iter().filter(|t| t.before_expiry).count();
         t.cuts += i.cuts();
         t.cuts_long += load(&i.cuts_long);
         t.cuts_held += load(&i.cuts_held);
@@ -1450,7 +1498,7 @@ impl Figures {
             "| server | primitive | presence | fence | grants | writes accepted \
              | stale writes rejected | outcome unknown \
              | connection kills (connections; while held) | pauses (while held) \
-             | SIGKILLs (while held; taken over within half the TTL) \
+             | SIGKILLs (while held; taken over before the lease's expiry) \
              | network cuts (longer than the TTL; while held) \
              | cuts that dropped packets (packets) | server crashes while held \
              | clean restarts while held | clock jumps while held \
@@ -1511,9 +1559,17 @@ impl Figures {
                 "{server} {primitive}{}",
                 if *presence { " with presence" } else { "" }
             );
+            // Without presence a dead holder's lease lasts to its expiry (a for-update
+            // lock leaves no live row to count).
+            anyhow::ensure!(
+                *presence || t.quick_takeovers == 0,
+                "{row}: {} SIGKILLed holders' leases were taken before their expiry \
+                 without presence",
+                t.quick_takeovers
+            );
             anyhow::ensure!(
                 !presence || t.quick_takeovers > 0,
-                "{row}: no SIGKILLed holder's share was taken within half the TTL \
+                "{row}: no SIGKILLed holder's share was taken before its lease's expiry \
                  ({} SIGKILLs while held)",
                 t.sigkills_held
             );
@@ -1665,12 +1721,14 @@ impl Figures {
              whose nft rules dropped at least one packet, with the packets all of them \
              dropped. \"While held\": a fault aimed at one worker met it holding; a \
              crash, restart or clock jump of the server met a worker of that row \
-             holding. \"Taken over within half the TTL\": keys a SIGKILLed worker held \
-             unexpired just before the kill (as the table showed) that the next holder \
-             was granted within half the TTL of the kill. Without presence only a \
-             release already in flight at the kill can explain one: a lease outlives \
-             its last renewal by the TTL, 1 s, and renewals come every 300 ms (a \
-             for-update lock leaves no live row to count).\n\n\
+             holding. \"Taken over before the lease's expiry\": SIGKILLed holders \
+             whose every key held unexpired just before the kill (as the table showed, \
+             with the time it had left) was granted to the next holder before that \
+             expiry, and no clock jump came between (a jump may end a lease early). The \
+             table is read with the worker stopped (SIGSTOP) and what it had sent done, \
+             so only its death can end those holds early: presence does, and without \
+             it the run fails on any (a for-update lock leaves no live row to \
+             count).\n\n\
              {table}",
             date = started.format("%Y-%m-%d"),
             start = started.format("%Y-%m-%d %H:%M UTC"),
