@@ -418,7 +418,14 @@ pub async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
             }
             held => {
                 if held.writes() {
-                    let written = increment(&pool, &held, &w, &owner, &mut rng).await;
+                    // Bounded: a row lock the write waits for may be held by a session
+                    // whose client is gone (cut off) until the server notices.
+                    let written = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        increment(&pool, &held, &w, &owner, &mut rng),
+                    )
+                    .await
+                    .unwrap_or(Ok(Outcome::Unknown));
                     events(written.into(), &tokens, sent);
                 } else {
                     // A reader holds a while, as a writer does.
