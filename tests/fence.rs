@@ -63,21 +63,24 @@ async fn fenced_increment<'a>(
     })
 }
 
+/// A counter table of the backend's test, at 0, made anew: its name.
+async fn new_counter(b: &common::Backend, pool: &DbPool) -> anyhow::Result<String> {
+    let counter = format!("{}_counter", b.table);
+    b.script(pool, &format!("DROP TABLE IF EXISTS {counter}"))
+        .await?;
+    b.script(pool, &format!("CREATE TABLE {counter} (n BIGINT NOT NULL)"))
+        .await?;
+    b.script(pool, &format!("INSERT INTO {counter} (n) VALUES (0)"))
+        .await?;
+    Ok(counter)
+}
+
 #[tokio::test]
 async fn a_stale_holder_cannot_write() -> anyhow::Result<()> {
     for b in common::backends("fence_stale").await {
         let a = b.fresh_table().await?;
         let pool = a.pool().clone();
-        let counter = format!("{}_counter", b.table);
-        b.script(&pool, &format!("DROP TABLE IF EXISTS {counter}"))
-            .await?;
-        b.script(
-            &pool,
-            &format!("CREATE TABLE {counter} (n BIGINT NOT NULL)"),
-        )
-        .await?;
-        b.script(&pool, &format!("INSERT INTO {counter} (n) VALUES (0)"))
-            .await?;
+        let counter = new_counter(&b, &pool).await?;
         let other = b.locker().await?;
 
         let g = a
@@ -123,16 +126,7 @@ async fn a_stale_permit_cannot_write() -> anyhow::Result<()> {
     for b in common::backends("fence_permit").await {
         let a = b.fresh_table().await?;
         let pool = a.pool().clone();
-        let counter = format!("{}_counter", b.table);
-        b.script(&pool, &format!("DROP TABLE IF EXISTS {counter}"))
-            .await?;
-        b.script(
-            &pool,
-            &format!("CREATE TABLE {counter} (n BIGINT NOT NULL)"),
-        )
-        .await?;
-        b.script(&pool, &format!("INSERT INTO {counter} (n) VALUES (0)"))
-            .await?;
+        let counter = new_counter(&b, &pool).await?;
         let other = b.locker().await?;
         let stale = a
             .semaphore("exports", 1)

@@ -214,16 +214,44 @@ async fn connect_with(
     })
 }
 
+/// The pool on a SQLite file, its first connection opened. Opening can meet the file
+/// busy without waiting (another process switching it to WAL, or recovering its WAL,
+/// at the same moment: SQLite answers `SQLITE_BUSY` then rather than calling the busy
+/// handler), so a busy answer is tried again, for up to [`CONNECT_TIMEOUT`]: processes
+/// started together on one file, cron jobs of the same minute, all get in.
 async fn sqlite_pool(
     options: SqliteConnectOptions,
     max_connections: u32,
 ) -> Result<sqlx::SqlitePool, sqlx::Error> {
-    SqlitePoolOptions::new()
-        .max_connections(max_connections)
-        .test_before_acquire(false)
-        .acquire_timeout(CONNECT_TIMEOUT)
-        .connect_with(options)
-        .await
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let opened = SqlitePoolOptions::new()
+            .max_connections(max_connections)
+            .test_before_acquire(false)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .connect_with(options.clone())
+            .await;
+        match opened {
+            Err(e) if is_busy(&e) && started.elapsed() + pause < CONNECT_TIMEOUT => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            opened => return opened,
+        }
+    }
+}
+
+/// Whether SQLite answered that the file is busy (`SQLITE_BUSY` and its extended
+/// codes: the primary code is the low byte).
+fn is_busy(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => db
+            .code()
+            .and_then(|c| c.parse::<i32>().ok())
+            .is_some_and(|c| c & 0xff == 5),
+        _ => false,
+    }
 }
 
 /// One direct connection, closed again, to learn whether the server can be used.

@@ -170,3 +170,38 @@ fn the_flag_then_sqlock_database_url_then_database_url() {
         "the default was used although a URL was given"
     );
 }
+
+/// Runs started together on one file, the first of which creates it, all get in: a
+/// file met busy while another process opens it (switching it to WAL, recovering its
+/// WAL) is opened again, not refused. Cron jobs of the same minute start so.
+#[test]
+fn runs_started_together_on_one_new_file_all_get_in() {
+    for round in 0..3 {
+        let dir = scratch_dir(&format!("url_together_{round}"));
+        let file = url(&dir, "together.db");
+        let runs: Vec<_> = (0..8)
+            .map(|i| {
+                Command::new(BIN)
+                    .current_dir(&dir)
+                    .args([
+                        "run",
+                        "--database-url",
+                        &file,
+                        &format!("together-{i}"),
+                        "--",
+                        "true",
+                    ])
+                    .env_remove("DATABASE_URL")
+                    .env_remove("SQLOCK_DATABASE_URL")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("sqlock starts")
+            })
+            .collect();
+        for run in runs {
+            let o = run.wait_with_output().expect("sqlock ends");
+            assert!(o.status.success(), "round {round}: {}", stderr(&o));
+        }
+    }
+}
