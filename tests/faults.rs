@@ -489,7 +489,16 @@ impl Workload {
         })
     }
 
+    /// The workload's tables made afresh, and its workers' MariaDB users: tried again
+    /// while a server fault of the phase before (or a slow start) is still in the way.
     async fn prepare(&self) -> anyhow::Result<DbPool> {
+        through_faults(&format!("{}: preparing its tables", self.name()), || {
+            self.prepare_once()
+        })
+        .await
+    }
+
+    async fn prepare_once(&self) -> anyhow::Result<DbPool> {
         let b = &self.backend;
         let admin = b.fresh_table().await?.pool().clone();
         let (counter, writes) = side_tables(&b.table);
@@ -729,9 +738,12 @@ impl Workload {
         }
         let events = collected.events.lock().unwrap().clone();
         let (counter, writes) = side_tables(&b.table);
+        // The workload's figures, read once its workers are done: a server fault that
+        // began before the deadline may still be under way, so each read waits it out.
+        let name = self.name();
         let scalar = |sql: String| {
-            let admin = admin.clone();
-            async move { b.scalar(&admin, &sql).await }
+            let (admin, name) = (admin.clone(), name.clone());
+            async move { through_faults(&format!("{name}: {sql}"), || b.scalar(&admin, &sql)).await }
         };
         let lease_rule = self.lease_rule();
         // A for-update grant a crash rolled back, whose token the next holder got again
@@ -1002,6 +1014,34 @@ async fn sessions_ended(b: &Backend, admin: &DbPool, tag: &str) -> anyhow::Resul
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Ok(false)
+}
+
+/// Runs `attempt` until it succeeds, through the server faults of the phase: a crash,
+/// stop or restart resets the driver's connections and refuses new ones for a while.
+/// Gives up after 90 s (longer than any fault keeps a server down), with the last
+/// error and `what` was being done.
+async fn through_faults<T, F, Fut>(what: &str, mut attempt: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let started = Instant::now();
+    loop {
+        match attempt().await {
+            Ok(value) => return Ok(value),
+            Err(e) if started.elapsed() < Duration::from_secs(90) => {
+                note_retry(what, &e);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e.context(format!("{what} (tried for 90 s)"))),
+        }
+    }
+}
+
+/// Says on standard error that a statement of the driver's was refused and is tried
+/// again, so that a run that later fails shows what it met.
+fn note_retry(what: &str, e: &anyhow::Error) {
+    eprintln!("faults: {what}: {e:#}; trying again");
 }
 
 /// The keys `owner` holds unexpired in the workload's table, with their tokens and a
@@ -1865,6 +1905,17 @@ const FAMILY: [(Primitive, bool); 11] = [
     (Primitive::Election, true),
 ];
 
+/// A task of the phase's that ends with it: a phase that fails leaves no server
+/// fault or clock jump running behind it (a crash's stopped processes are continued
+/// as its task is dropped).
+struct Aborting<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for Aborting<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The whole family on both servers at once, fenced, with every fault; the servers'
 /// clock jumps too when `clock_jumps`. Fails on any violation or lost update.
 async fn fenced_phase(
@@ -1918,18 +1969,23 @@ async fn fenced_phase(
             let exposed = of_server(b.dialect);
             (
                 b.dialect,
-                tokio::spawn(server_faults(b.clone(), run_for, order, exposed)),
+                Aborting(tokio::spawn(server_faults(
+                    b.clone(),
+                    run_for,
+                    order,
+                    exposed,
+                ))),
             )
         })
         .collect();
     let all: Vec<Arc<Exposure>> = exposures.iter().map(|(_, x)| x.clone()).collect();
-    let jumps = clock_jumps.then(|| tokio::spawn(jump_clock(run_for, all)));
+    let jumps = clock_jumps.then(|| Aborting(tokio::spawn(jump_clock(run_for, all))));
     let mut reports = Vec::new();
     while let Some(r) = runs.join_next().await {
         reports.push(r??);
     }
-    for (dialect, f) in server_faults {
-        let f = f.await??;
+    for (dialect, mut f) in server_faults {
+        let f = (&mut f.0).await??;
         println!("{dialect}: server faults {f:?}");
         // Crashes are shown to crash: each server crashed, and a crash lost work
         // (PostgreSQL: an unflushed commit; MariaDB: it recovered from its redo log).
@@ -1940,8 +1996,8 @@ async fn fenced_phase(
         );
         figures.add_server_faults(server_name(dialect), &f);
     }
-    if let Some(j) = jumps {
-        let j = j.await??;
+    if let Some(mut j) = jumps {
+        let j = (&mut j.0).await??;
         println!(
             "the servers' clock jumped {} times forward and {} back, at most {} s ahead \
              and {} s behind",
@@ -2078,13 +2134,35 @@ async fn suite() -> anyhow::Result<()> {
     if servers.is_empty() {
         return Ok(());
     }
-    // Whatever happens below, the rules go and the true time comes back.
+    // Whatever happens below, the rules go and the true time comes back, and the
+    // servers are up again: a run cut short by a failure may have stopped one, which
+    // the tests after it need.
     let net = Arc::new(Partitions::new()?);
     let _true_time = clock::Reset;
-    verify_clock(&servers).await?;
+    let outcome = phases(&servers, &net, run_for, started, secs).await;
+    for b in &servers {
+        if let Err(e) = fault_script(b.dialect, "start").await {
+            eprintln!(
+                "faults: {}: the server could not be started again: {e:#}",
+                b.dialect
+            );
+        }
+    }
+    outcome
+}
+
+/// The phases of the run, and its record.
+async fn phases(
+    servers: &[Backend],
+    net: &Arc<Partitions>,
+    run_for: Duration,
+    started: chrono::DateTime<chrono::Utc>,
+    secs: u64,
+) -> anyhow::Result<()> {
+    verify_clock(servers).await?;
     let mut figures = Figures::default();
     // Cuts must cut: a probe's connection to each server, cut each way, drops packets.
-    for b in &servers {
+    for b in servers {
         let name = format!("sqlock_{}_probe", b.dialect);
         let dropped = net
             .calibrate(&name, b.url(), common::port_of(b.url())?)
@@ -2102,18 +2180,18 @@ async fn suite() -> anyhow::Result<()> {
 
     println!("== every fault but the clock, fenced");
     let phase = Instant::now();
-    fenced_phase(0, &servers, &net, false, run_for, &mut figures).await?;
+    fenced_phase(0, servers, net, false, run_for, &mut figures).await?;
     figures.phases.push(phase.elapsed());
     println!("== every fault, the servers' clock jumping, fenced");
     let phase = Instant::now();
-    fenced_phase(1, &servers, &net, true, run_for, &mut figures).await?;
+    fenced_phase(1, servers, net, true, run_for, &mut figures).await?;
     figures.phases.push(phase.elapsed());
 
     // The fence off, under pauses: stale holders write, and updates are lost.
     println!("== the fence off");
     let phase = Instant::now();
     let mut runs = tokio::task::JoinSet::new();
-    for b in &servers {
+    for b in servers {
         let mut backend = b.clone();
         backend.table = "faults_unfenced".into();
         let w = Workload {
@@ -2143,7 +2221,7 @@ async fn suite() -> anyhow::Result<()> {
     figures.print();
     figures.check(run_for)?;
     if let Ok(path) = std::env::var("SQLOCK_FAULT_RECORD") {
-        figures.record(&path, started, secs, &servers).await?;
+        figures.record(&path, started, secs, servers).await?;
     }
     println!("fault workload: violations 0 with the fence on; updates lost with it off");
     Ok(())
