@@ -16,7 +16,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{ConnectOptions, Connection as _};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// Where root's default database lives: one file for the machine's root jobs.
 pub const ROOT_DEFAULT_DATABASE: &str = "/var/lib/sqlock/sqlock.db";
@@ -279,7 +279,7 @@ fn unreachable(url: &str, e: &sqlx::Error) -> Failure {
     Failure::Unavailable(format!(
         "cannot connect to {}: {}",
         redact(url),
-        crate::describe(e)
+        crate::failure::describe(e)
     ))
 }
 

@@ -8,7 +8,7 @@
 use sqlock::{LockGuard, Locker, LostSignal, SemaphoreGuard};
 
 use crate::args::RunArgs;
-use crate::Failure;
+use crate::failure::Failure;
 
 /// What `run` holds while its command runs.
 pub(crate) enum Held {

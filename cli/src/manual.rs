@@ -11,7 +11,8 @@ use std::path::Path;
 use clap::CommandFactory;
 use clap_complete::Shell;
 
-use crate::{Cli, Failure};
+use crate::args::Cli;
+use crate::failure::Failure;
 
 /// `completions SHELL`: the completion script on stdout.
 pub(crate) fn completions(shell: Shell) -> Result<i32, Failure> {

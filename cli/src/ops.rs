@@ -11,7 +11,7 @@ use sqlock::{Dialect, LockInfo, Locker, SemaphoreInfo, SweepOptions, TableName};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::duration::human;
-use crate::{Failure, EXIT_NOT_ACQUIRED};
+use crate::failure::{Failure, EXIT_NOT_ACQUIRED};
 
 /// `list [--json]`: the locks held now, as a table or as a JSON array of objects.
 ///
@@ -546,7 +546,7 @@ pub(crate) async fn migrate(locker: &Locker, json: bool) -> Result<i32, Failure>
             return Err(Failure::Unavailable(format!(
                 "table {table} exists but is not a sqlock lock table ({}): choose \
                  another --table, or drop it",
-                crate::describe(&e)
+                crate::failure::describe(&e)
             )));
         }
         Err(e) => return Err(e.into()),

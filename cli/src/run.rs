@@ -21,10 +21,10 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
 use crate::args::RunArgs;
+use crate::failure::Failure;
 use crate::limit::Held;
 use crate::tree::Tree;
 use crate::watcher::Watcher;
-use crate::Failure;
 
 /// How long the command's processes have after SIGTERM before SIGKILL, when the lock
 /// was lost or the command left processes behind.

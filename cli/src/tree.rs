@@ -25,7 +25,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{getpgrp, tcgetpgrp, tcsetpgrp, Pid};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// How often the group is looked at while waiting, besides at every SIGCHLD: a member
 /// reaped by init (not a child of ours) sends us no signal when it goes.

@@ -26,7 +26,7 @@ use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// The first argument that makes the binary a watcher. Not a subcommand: it is not
 /// for users, and takes no options.

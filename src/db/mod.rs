@@ -18,10 +18,13 @@ mod dialect;
 pub(crate) mod durability;
 pub(crate) mod fair;
 pub(crate) mod fence;
+#[cfg(feature = "sqlite")]
+pub(crate) mod marker_file;
 pub(crate) mod multi;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod outcome;
+mod per_server;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub(crate) mod presence;
@@ -46,6 +49,7 @@ use std::time::Duration;
 
 pub use dialect::Dialect;
 pub(crate) use outcome::{Elected, Failure, Grant, Listed, Renewal};
+pub(crate) use per_server::per_server;
 pub(crate) use runner::noting_checkout;
 pub use transaction::DbTransaction;
 
@@ -60,30 +64,6 @@ use values::{
     Acquire, Claim, Extend, Held, Key, Limit, Parent, Permits, Place, Release, Renew, Schedule,
     Slots, Sweep,
 };
-
-/// Runs `$body` with `$x` bound to the value inside whichever server's variant of the
-/// enum `$ty` `$value` is; the variants are named with the feature that brings each.
-/// The one place where the servers are told apart.
-macro_rules! per_server {
-    ($value:expr, $ty:ident { $($variant:ident: $feature:literal),* },
-     |ref mut $x:ident| $body:expr) => {
-        match $value {
-            $(
-                #[cfg(feature = $feature)]
-                $ty::$variant(ref mut $x) => $body,
-            )*
-        }
-    };
-    ($value:expr, $ty:ident { $($variant:ident: $feature:literal),* }, |$x:ident| $body:expr) => {
-        match $value {
-            $(
-                #[cfg(feature = $feature)]
-                $ty::$variant($x) => $body,
-            )*
-        }
-    };
-}
-pub(crate) use per_server;
 
 /// Every server's variant, for [`per_server!`] over [`DbPool`] and [`Db`].
 macro_rules! every_server {

@@ -30,9 +30,9 @@ use std::time::Duration;
 
 use tokio::sync::{watch, Mutex, Notify};
 
-use crate::db::presence::Conn;
 #[cfg(feature = "sqlite")]
-use crate::db::presence::MarkerFile;
+use crate::db::marker_file::MarkerFile;
+use crate::db::presence::Conn;
 use crate::db::statement::batch_json;
 use crate::db::values::Renew;
 use crate::db::Db;
