@@ -1,7 +1,8 @@
 //! Deadlines name the right error: a deadline reached while the lock is held by
 //! another owner is `Error::Timeout`, also when the request's own attempt has the
 //! pool's only connection at that moment; `LockRequest::timeout` bounds `acquire` too;
-//! and with `try_acquire` it still means one attempt.
+//! with `try_acquire` it still means one attempt; and every waiting primitive tells an
+//! exhausted pool from a timeout.
 #![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 mod common;
@@ -226,4 +227,128 @@ impl Blocker {
         }
         Ok(())
     }
+}
+
+/// Takes the only connection of `pool` away until the returned sender is dropped.
+async fn take_only_connection(
+    pool: &sqlock::DbPool,
+) -> anyhow::Result<tokio::sync::oneshot::Sender<()>> {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    match pool {
+        sqlock::DbPool::Postgres(p) => {
+            let c = p.acquire().await?;
+            tokio::spawn(async move {
+                let _ = rx.await;
+                drop(c);
+            });
+        }
+        sqlock::DbPool::MySql(p) => {
+            let c = p.acquire().await?;
+            tokio::spawn(async move {
+                let _ = rx.await;
+                drop(c);
+            });
+        }
+        sqlock::DbPool::Sqlite(p) => {
+            let c = p.acquire().await?;
+            tokio::spawn(async move {
+                let _ = rx.await;
+                drop(c);
+            });
+        }
+        _ => anyhow::bail!("unknown pool"),
+    }
+    Ok(tx)
+}
+
+/// Every waiting primitive shares one wait: a deadline met while no attempt could have
+/// a connection (the pool's only one taken elsewhere for the whole wait) is
+/// `PoolExhausted`; with that connection back and the primitive held by another
+/// handle, the same wait ends in `Timeout`. A lock, a multi-lock, a read, a write and
+/// a semaphore's permit, on every backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_wait_tells_an_exhausted_pool_from_a_timeout() -> anyhow::Result<()> {
+    for b in common::backends("dl_exhausted").await {
+        b.fresh_table().await?;
+        let other = b.locker().await?;
+        let pool = b.pool_with(1).await?;
+        let waiter = Locker::builder(pool.clone())
+            .table(&b.table)
+            .poll_interval(Duration::from_millis(1), Duration::from_millis(5))
+            .build()?;
+        // Each primitive's wait, bounded by DEADLINE.
+        let lock = || async { waiter.acquire_timeout("k-lock", DEADLINE).await.map(drop) };
+        let many = || async {
+            waiter
+                .lock_many(&["k-many-a", "k-many-b"])
+                .acquire_timeout(DEADLINE)
+                .await
+                .map(drop)
+        };
+        let read = || async {
+            waiter
+                .read_lock("k-rw-r")
+                .acquire_timeout(DEADLINE)
+                .await
+                .map(drop)
+        };
+        let write = || async {
+            waiter
+                .write_lock("k-rw-w")
+                .acquire_timeout(DEADLINE)
+                .await
+                .map(drop)
+        };
+        let permit = || async {
+            waiter
+                .semaphore("k-sem", 1)
+                .acquire_timeout(DEADLINE)
+                .await
+                .map(drop)
+        };
+
+        let taken = take_only_connection(&pool).await?;
+        let answers = [
+            ("lock", timeout(GUARD, lock()).await?),
+            ("multi-lock", timeout(GUARD, many()).await?),
+            ("read", timeout(GUARD, read()).await?),
+            ("write", timeout(GUARD, write()).await?),
+            ("semaphore", timeout(GUARD, permit()).await?),
+        ];
+        for (what, answer) in answers {
+            assert!(
+                matches!(answer, Err(Error::PoolExhausted)),
+                "{} {what}, no connection to be had: {answer:?}",
+                b.dialect
+            );
+        }
+        drop(taken);
+
+        // Held elsewhere, the pool free: a timeout. (The cut-off attempts above, which
+        // had their connection at last, give back whatever they took meanwhile: the
+        // other handle waits for that.)
+        let held = (
+            other.acquire_timeout("k-lock", GUARD).await?,
+            other.acquire_timeout("k-many-b", GUARD).await?,
+            other.write_lock("k-rw-r").acquire_timeout(GUARD).await?,
+            other.read_lock("k-rw-w").acquire_timeout(GUARD).await?,
+            other.semaphore("k-sem", 1).acquire_timeout(GUARD).await?,
+        );
+        let answers = [
+            ("lock", timeout(GUARD, lock()).await?),
+            ("multi-lock", timeout(GUARD, many()).await?),
+            ("read", timeout(GUARD, read()).await?),
+            ("write", timeout(GUARD, write()).await?),
+            ("semaphore", timeout(GUARD, permit()).await?),
+        ];
+        for (what, answer) in answers {
+            assert!(
+                matches!(answer, Err(Error::Timeout { .. })),
+                "{} {what}, held elsewhere: {answer:?}",
+                b.dialect
+            );
+        }
+        drop(held);
+    }
+    Ok(())
 }

@@ -13,8 +13,8 @@ use tokio::time::Instant;
 use crate::strategy::handle::Handle;
 use crate::strategy::lease::Renewal;
 use crate::strategy::multi::{self, MultiAsk};
+use crate::strategy::wait::{Turn, Wait, CONTENTION_RETRIES};
 use crate::strategy::{Ask, Granted, Hold};
-use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
 use crate::support::lost::{LostReason, LostSignal};
 use crate::support::strategy_kind::Strategy;
@@ -28,10 +28,6 @@ use super::locker::Locker;
 /// Each key is a row of its own, taken in one transaction; a set this large already
 /// holds that transaction for a while on a busy table.
 pub const MAX_MULTI_LOCK_KEYS: usize = 64;
-
-/// How many grants in a row may come back too late to use before a waiting call
-/// reports [`Error::GrantExpired`], as for one lock.
-const LAPSED_GRANTS: u32 = 3;
 
 impl Locker {
     /// A request for the locks on every key of `keys` at once, all or none: a
@@ -191,7 +187,7 @@ impl MultiLockRequest<'_> {
                     return Ok(Some(self.guard(&ask, landing, sent, started)));
                 }
                 Ok(None) => return Ok(None),
-                Err(f) if f.class == Class::Contention && tries < 5 => {
+                Err(f) if f.class == Class::Contention && tries < CONTENTION_RETRIES => {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
                 }
@@ -254,47 +250,17 @@ impl MultiLockRequest<'_> {
         let ask = self.ask()?;
         let started = Instant::now();
         let shared = self.shared;
-        let timed_out = || Error::Timeout {
-            key: ask.keys.join(","),
-            waited: started.elapsed(),
-        };
-        let mut backoff = Backoff::new(shared.settings.poll_min, shared.settings.poll_max);
-        let mut lapsed = 0;
+        let mut wait = Wait::new(shared, ask.keys.join(","), deadline);
         loop {
-            let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let this = multi::attempt(shared, &ask, reached.clone());
-            let outcome = match deadline {
-                Some(d) => match tokio::time::timeout_at(d, this).await {
-                    Ok(outcome) => outcome,
-                    Err(_)
-                        if !reached.load(std::sync::atomic::Ordering::Relaxed)
-                            && shared.pool.is_exhausted() =>
-                    {
-                        return Err(Error::PoolExhausted)
-                    }
-                    Err(_) => return Err(timed_out()),
-                },
-                None => this.await,
-            };
-            match outcome {
-                Ok(Some((landing, sent))) => return Ok(self.guard(&ask, landing, sent, started)),
-                Ok(None) => {}
-                Err(f) if matches!(f.class, Class::Contention | Class::Held) => {}
-                Err(f) if f.class == Class::Lapsed => {
-                    lapsed += 1;
-                    if lapsed >= LAPSED_GRANTS {
-                        return Err(f.error);
-                    }
-                    continue;
+            let outcome = wait
+                .attempt(multi::attempt(shared, &ask, wait.reached()))
+                .await?;
+            match wait.judge(outcome)? {
+                Turn::Granted((landing, sent)) => {
+                    return Ok(self.guard(&ask, landing, sent, started))
                 }
-                Err(f) => return Err(f.error),
-            }
-            lapsed = 0;
-            let wake = Instant::now() + backoff.next_delay();
-            let until = deadline.map_or(wake, |d| wake.min(d));
-            tokio::time::sleep_until(until).await;
-            if deadline.is_some_and(|d| until >= d) {
-                return Err(timed_out());
+                Turn::Again => continue,
+                Turn::Busy => wait.pause().await?,
             }
         }
     }

@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,19 +11,15 @@ use tracing::Instrument;
 
 use crate::strategy::attempt::{attempt, try_once};
 use crate::strategy::fair;
+use crate::strategy::wait::{Turn, Wait};
 use crate::strategy::{check_strategy, handle::Handle, lease::Renewal, wait_in_database};
 use crate::strategy::{Ask, Granted, Hold};
-use crate::support::backoff::Backoff;
-use crate::support::error::{Class, Error, Result};
+use crate::support::error::{Error, Result};
 use crate::support::lost::LostReason;
 use crate::support::strategy_kind::Strategy;
 use crate::support::validate;
 
 use super::guard::LockGuard;
-
-/// How many grants in a row may come back too late to use (their answer outran their
-/// TTL) before a waiting call reports [`Error::GrantExpired`].
-const LAPSED_GRANTS: u32 = 3;
 
 /// A request for one lock, made by [`Locker::lock`](crate::Locker::lock).
 #[derive(Debug, Clone)]
@@ -425,97 +420,48 @@ impl<'a> LockRequest<'a> {
             })?;
             return Ok(self.guard(ask, granted, sent, started, None));
         }
-        let timed_out = || {
-            self.shared.meter.timed_out(ask.strategy, &ask.key);
-            tracing::debug!(waited = ?started.elapsed(), "lock request timed out");
-            Error::Timeout {
-                key: self.key.to_owned(),
-                waited: started.elapsed(),
-            }
-        };
         // When an attempt last found the lock busy: the grant that follows tells how
         // soon a freed lock was handed to this waiter.
         let mut last_busy = None;
         let shared = &self.shared;
         let dialect = shared.db.dialect();
-        let mut backoff = Backoff::new(shared.settings.poll_min, shared.settings.poll_max);
-        // Registered before the first attempt, so that a release announced while an
-        // attempt is under way still cuts the wait after it short.
+        let mut wait = Wait::new(shared, self.key, deadline);
         #[cfg(feature = "postgres")]
-        let wakeups = wakeups(shared, ask.strategy, &ask.key);
-        // Whether any attempt had a pooled connection: until one has, a deadline met
-        // while every connection of the pool is taken is an exhausted pool.
-        let reached = Arc::new(AtomicBool::new(false));
-        let mut lapsed = 0;
-        loop {
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let in_db = wait_in_database(ask.strategy, dialect, left);
-            // The deadline is the caller's: at it the answer is a timeout, also when the
-            // attempt in flight holds the pool's last connection itself (waiting in the
-            // database behind another transaction, say). Only a wait in which no attempt
-            // ever had a connection, while every connection of the pool was taken, is an
-            // exhausted pool.
-            let this = attempt(shared, ask, in_db, reached.clone());
-            let outcome = match deadline {
-                Some(d) => match tokio::time::timeout_at(d, this).await {
-                    Ok(outcome) => outcome,
-                    Err(_) if !reached.load(Ordering::Relaxed) && shared.pool.is_exhausted() => {
-                        return Err(Error::PoolExhausted)
-                    }
-                    Err(_) => return Err(timed_out()),
-                },
-                None => this.await,
+        if ask.strategy != Strategy::ForUpdate {
+            wait = wait.woken_for(&ask.key);
+        }
+        let granted = loop {
+            let in_db = wait_in_database(ask.strategy, dialect, wait.left());
+            let outcome = match wait
+                .attempt(attempt(shared, ask, in_db, wait.reached()))
+                .await
+            {
+                Ok(outcome) => outcome,
+                Err(e) => break Err(e),
             };
-            match outcome {
-                Ok(Some((grant, sent))) => {
-                    return Ok(self.guard(ask, grant, sent, started, last_busy))
-                }
+            match wait.judge(outcome) {
+                Ok(Turn::Granted((grant, sent))) => break Ok((grant, sent)),
                 // The attempt waited in the database already: go again at once.
-                Ok(None) if in_db.is_some() => {
+                Ok(Turn::Busy) if in_db.is_some() => {
                     last_busy = Some(self.busy(ask));
                     continue;
                 }
-                Ok(None) => last_busy = Some(self.busy(ask)),
-                // Lost a deadlock or serialization race, or a lock of another strategy
-                // holds the key: the lock is busy, wait.
-                Err(f) if matches!(f.class, Class::Contention | Class::Held) => {
-                    last_busy = Some(self.busy(ask));
-                }
-                // Granted too late to use: another attempt may be quicker, but a TTL that
-                // every answer outruns is the caller's to change, not a wait for ever.
-                Err(f) if f.class == Class::Lapsed => {
-                    lapsed += 1;
-                    if lapsed >= LAPSED_GRANTS {
-                        return Err(f.error);
-                    }
-                    continue;
-                }
-                Err(f) => return Err(f.error),
+                Ok(Turn::Busy) => last_busy = Some(self.busy(ask)),
+                Ok(Turn::Again) => continue,
+                Err(e) => break Err(e),
             }
-            lapsed = 0;
-            let wake = Instant::now() + backoff.next_delay();
-            let until = deadline.map_or(wake, |d| wake.min(d));
-            let sleep = tokio::time::sleep_until(until);
-            #[cfg(feature = "postgres")]
-            let woken = match &wakeups {
-                Some(w) => {
-                    tokio::select! {
-                        () = sleep => false,
-                        () = w.woken() => true,
-                    }
+            if let Err(e) = wait.pause().await {
+                break Err(e);
+            }
+        };
+        match granted {
+            Ok((grant, sent)) => Ok(self.guard(ask, grant, sent, started, last_busy)),
+            Err(e) => {
+                if matches!(e, Error::Timeout { .. }) {
+                    shared.meter.timed_out(ask.strategy, &ask.key);
+                    tracing::debug!(waited = ?started.elapsed(), "lock request timed out");
                 }
-                None => {
-                    sleep.await;
-                    false
-                }
-            };
-            #[cfg(not(feature = "postgres"))]
-            let woken = {
-                sleep.await;
-                false
-            };
-            if !woken && deadline.is_some_and(|d| until >= d) {
-                return Err(timed_out());
+                Err(e)
             }
         }
     }
@@ -639,18 +585,4 @@ impl<'a> LockRequest<'a> {
         tracing::debug!(token = id.token, "lock granted");
         LockGuard::new(Arc::clone(shared), id, hold, lost, self.at_least)
     }
-}
-
-/// A registration for release wake-ups of `key`, when the handle has them; the
-/// for-update strategy waits in the database instead.
-#[cfg(feature = "postgres")]
-fn wakeups(
-    handle: &Handle,
-    strategy: Strategy,
-    key: &str,
-) -> Option<crate::keepers::notify::Subscription> {
-    if strategy == Strategy::ForUpdate {
-        return None;
-    }
-    handle.notifier.as_ref().map(|n| n.subscribe(key))
 }

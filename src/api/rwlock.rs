@@ -9,8 +9,8 @@ use tokio::time::Instant;
 use crate::strategy::handle::Handle;
 use crate::strategy::lease::Renewal;
 use crate::strategy::rwlock::{intent_key, read_attempt, read_key};
+use crate::strategy::wait::{Turn, Wait};
 use crate::strategy::{Ask, Granted, Hold};
-use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
 use crate::support::strategy_kind::Strategy;
 use crate::support::validate::{self, MAX_KEY_BYTES};
@@ -23,10 +23,6 @@ use super::request::LockRequest;
 /// (the name followed by `@write:` and an owner id) fit in
 /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES).
 pub const MAX_RWLOCK_NAME_BYTES: usize = MAX_KEY_BYTES - 43;
-
-/// How many grants in a row may come back too late to use before a waiting call
-/// reports [`Error::GrantExpired`], as for one lock.
-const LAPSED_GRANTS: u32 = 3;
 
 impl Locker {
     /// A request for the read side of the read-write lock `name`: shared with other
@@ -283,35 +279,17 @@ impl<'a> RwLockRequest<'a> {
 
     /// A reader's wait: one read attempt per poll.
     async fn wait_read(&self, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard> {
-        let started = Instant::now();
         let shared = self.shared;
-        let mut backoff = Backoff::new(shared.settings.poll_min, shared.settings.poll_max);
-        let mut lapsed = 0;
+        let mut wait = Wait::new(shared, self.name, deadline);
         loop {
-            let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let this = read_attempt(shared, self.name, ttl, reached);
-            let outcome = match deadline {
-                Some(d) => match tokio::time::timeout_at(d, this).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => return Err(self.timed_out(started)),
-                },
-                None => this.await,
-            };
-            match outcome {
-                Ok(Some((landing, sent))) => return Ok(self.read_guard(ttl, landing, sent)),
-                Ok(None) => {}
-                Err(f) if matches!(f.class, Class::Contention | Class::Held) => {}
-                Err(f) if f.class == Class::Lapsed => {
-                    lapsed += 1;
-                    if lapsed >= LAPSED_GRANTS {
-                        return Err(f.error);
-                    }
-                    continue;
-                }
-                Err(f) => return Err(f.error),
+            let outcome = wait
+                .attempt(read_attempt(shared, self.name, ttl, wait.reached()))
+                .await?;
+            match wait.judge(outcome)? {
+                Turn::Granted((landing, sent)) => return Ok(self.read_guard(ttl, landing, sent)),
+                Turn::Again => continue,
+                Turn::Busy => wait.pause().await?,
             }
-            lapsed = 0;
-            self.pause(&mut backoff, deadline, started).await?;
         }
     }
 
@@ -345,22 +323,6 @@ impl<'a> RwLockRequest<'a> {
         // The intent goes before the answer, granted or not.
         give_back(intent).await?;
         granted
-    }
-
-    /// Sleeps the back-off's next delay, or answers the timeout at the deadline.
-    async fn pause(
-        &self,
-        backoff: &mut Backoff,
-        deadline: Option<Instant>,
-        started: Instant,
-    ) -> Result<()> {
-        let wake = Instant::now() + backoff.next_delay();
-        let until = deadline.map_or(wake, |d| wake.min(d));
-        tokio::time::sleep_until(until).await;
-        if deadline.is_some_and(|d| until >= d) {
-            return Err(self.timed_out(started));
-        }
-        Ok(())
     }
 
     fn timed_out(&self, started: Instant) -> Error {

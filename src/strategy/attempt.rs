@@ -22,6 +22,7 @@ use crate::support::strategy_kind::Strategy;
 use super::grant::{Ask, Granted};
 use super::handle::{Handle, InFlight};
 use super::release::release;
+use super::wait::CONTENTION_RETRIES;
 use super::{for_update, lease};
 
 /// One attempt at what `ask` asks, and when its statement was sent (a lease is valid at
@@ -184,10 +185,6 @@ async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: O
     }
     drop(in_flight);
 }
-
-/// How often an attempt of [`try_once`] that lost a deadlock or serialization race is
-/// made again before the key counts as busy.
-const CONTENTION_RETRIES: u32 = 5;
 
 /// A single try at what `ask` asks: `None` when the key is held. An attempt that lost
 /// a deadlock or serialization race is made again a few times first, and counts as

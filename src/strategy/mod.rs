@@ -28,6 +28,7 @@ pub(crate) mod lease;
 pub(crate) mod multi;
 pub(crate) mod release;
 pub(crate) mod rwlock;
+pub(crate) mod wait;
 
 use std::sync::Arc;
 use std::time::Duration;

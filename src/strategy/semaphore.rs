@@ -8,6 +8,7 @@
 //! sent but never read is given back by [`Landing`] when it is dropped. The wait polls
 //! at the handle's poll interval, as a lease's does.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::db::semaphore::{Slot, Taken};
 use crate::db::values::{Permits, Slots};
-use crate::db::Failure;
+use crate::db::{noting_checkout, Failure};
 use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
 use crate::support::strategy_kind::Strategy;
@@ -24,14 +25,7 @@ use crate::support::strategy_kind::Strategy;
 use super::grant::LockId;
 use super::handle::Handle;
 use super::release::release;
-
-/// How many grants in a row may come back too late to use before a waiting call
-/// reports [`Error::GrantExpired`], as for a lock.
-const LAPSED_GRANTS: u32 = 3;
-
-/// How often a single try that lost a race (a lock wait on MariaDB, a busy SQLite) is
-/// made again before the semaphore counts as busy.
-const CONTENTION_RETRIES: u32 = 5;
+use super::wait::{Turn, Wait, CONTENTION_RETRIES};
 
 /// What an acquisition of permits asks for (validated).
 #[derive(Debug, Clone)]
@@ -74,57 +68,28 @@ pub(crate) async fn acquire(
     deadline: Option<Instant>,
     once: bool,
 ) -> Result<Option<Grants>> {
-    let started = Instant::now();
-    let settings = &handle.settings;
-    let mut backoff = Backoff::new(settings.poll_min, settings.poll_max);
+    let mut wait = Wait::new(handle, ask.name.clone(), deadline);
     let mut contention = Backoff::new(Duration::from_millis(1), Duration::from_millis(16));
-    let mut lapsed = 0;
     let mut raced = 0;
-    let timed_out = || Error::Timeout {
-        key: ask.name.clone(),
-        waited: started.elapsed(),
-    };
     loop {
-        let this = attempt(handle, ask);
-        let outcome = match deadline {
-            Some(d) => match tokio::time::timeout_at(d, this).await {
-                Ok(outcome) => outcome,
-                // The attempt's task finishes, and gives back what it took.
-                Err(_) => return Err(timed_out()),
-            },
-            None => this.await,
-        };
-        let pause = match outcome {
-            Ok(Some(grants)) => return Ok(Some(grants)),
-            Ok(None) if once => return Ok(None),
-            Ok(None) => {
-                lapsed = 0;
-                backoff.next_delay()
-            }
-            // Lost a race for the semaphore's gate or a slot's row: try again soon;
-            // a single try counts a race that persists as busy.
-            Err(f) if f.class == Class::Contention => {
+        // The attempt's task finishes even when the deadline cuts it off, and gives
+        // back what it took.
+        let outcome = wait.attempt(attempt(handle, ask, wait.reached())).await?;
+        let raced_now = matches!(&outcome, Err(f) if f.class == Class::Contention);
+        match wait.judge(outcome)? {
+            Turn::Granted(grants) => return Ok(Some(grants)),
+            Turn::Again => continue,
+            // Lost a race for the semaphore's gate or a slot's row: try again soon; a
+            // single try counts a race that persists as busy.
+            Turn::Busy if raced_now => {
                 raced += 1;
                 if once && raced > CONTENTION_RETRIES {
                     return Ok(None);
                 }
-                contention.next_delay()
+                wait.pause_for(contention.next_delay()).await?;
             }
-            // Granted too late to use: another attempt may be quicker.
-            Err(f) if f.class == Class::Lapsed => {
-                lapsed += 1;
-                if lapsed >= LAPSED_GRANTS {
-                    return Err(f.error);
-                }
-                continue;
-            }
-            Err(f) => return Err(f.error),
-        };
-        let wake = Instant::now() + pause;
-        let until = deadline.map_or(wake, |d| wake.min(d));
-        tokio::time::sleep_until(until).await;
-        if deadline.is_some_and(|d| until >= d) {
-            return Err(timed_out());
+            Turn::Busy if once => return Ok(None),
+            Turn::Busy => wait.pause().await?,
         }
     }
 }
@@ -132,17 +97,21 @@ pub(crate) async fn acquire(
 /// One attempt: the permits, `None` when fewer than asked were free. The transaction
 /// runs in a task of its own, which gives back what it took if the caller is gone by
 /// the time it is done.
-async fn attempt(handle: &Arc<Handle>, ask: &PermitAsk) -> Result<Option<Grants>, Failure> {
+async fn attempt(
+    handle: &Arc<Handle>,
+    ask: &PermitAsk,
+    reached: Arc<AtomicBool>,
+) -> Result<Option<Grants>, Failure> {
     let sent = Instant::now();
     let (tx, rx) = oneshot::channel();
     let task_handle = handle.clone();
     let task_ask = ask.clone();
-    tokio::spawn(async move {
+    tokio::spawn(noting_checkout(reached, async move {
         let outcome = take(&task_handle, &task_ask).await;
         if let Err(Ok(Some(slots))) = tx.send(outcome) {
             give_back(&task_handle, slots).await;
         }
-    });
+    }));
     let mut landing = Landing {
         rx,
         handle: handle.clone(),

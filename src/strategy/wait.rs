@@ -1,0 +1,215 @@
+//! The wait every waiting primitive shares: the deadline, the back-off between polls
+//! (cut short by a PostgreSQL wake-up where the primitive has one), the grants that
+//! come back too late to use, the exhausted-pool answer, and the timeout, each written
+//! once here.
+//!
+//! A primitive's wait is a loop of its own attempts around one [`Wait`]:
+//!
+//! ```text
+//! let mut wait = Wait::new(handle, key, deadline);
+//! loop {
+//!     let outcome = wait.attempt(attempt(handle, ask, wait.reached())).await?;
+//!     match wait.judge(outcome)? {
+//!         Turn::Granted(grant) => return Ok(grant),
+//!         Turn::Again => continue,
+//!         Turn::Busy => wait.pause().await?,
+//!     }
+//! }
+//! ```
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::db::Failure;
+use crate::support::backoff::Backoff;
+use crate::support::error::{Class, Error, Result};
+
+use super::handle::Handle;
+
+/// How many grants in a row may come back too late to use (their answer outran their
+/// TTL) before a waiting call reports [`Error::GrantExpired`]: another attempt may be
+/// quicker, but a TTL that every answer outruns is the caller's to change, not a wait
+/// for ever.
+pub(crate) const LAPSED_GRANTS: u32 = 3;
+
+/// How many lost races for a gate or a row in a row a single try takes as a busy
+/// lock, rather than trying again.
+pub(crate) const CONTENTION_RETRIES: u32 = 5;
+
+/// What an attempt came to, for the loop around it.
+#[derive(Debug)]
+pub(crate) enum Turn<T> {
+    /// Granted: the wait is over.
+    Granted(T),
+    /// Busy, or a race lost: pause, then try again.
+    Busy,
+    /// Granted too late to use, or waited in the database already: try again at once.
+    Again,
+}
+
+/// One wait for one primitive's grant: see the module's documentation.
+pub(crate) struct Wait<'h> {
+    handle: &'h Handle,
+    key: String,
+    deadline: Option<Instant>,
+    started: Instant,
+    backoff: Backoff,
+    lapsed: u32,
+    /// Whether any attempt had a pooled connection: until one has, a deadline met
+    /// while every connection of the pool is taken is an exhausted pool.
+    reached: Arc<AtomicBool>,
+    #[cfg(feature = "postgres")]
+    wakeups: Option<crate::keepers::notify::Subscription>,
+}
+
+impl std::fmt::Debug for Wait<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wait")
+            .field("key", &self.key)
+            .field("deadline", &self.deadline)
+            .field("lapsed", &self.lapsed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'h> Wait<'h> {
+    /// A wait for `key` (as a timeout names it) until `deadline`, or for ever, polling
+    /// with the handle's back-off.
+    pub(crate) fn new(
+        handle: &'h Handle,
+        key: impl Into<String>,
+        deadline: Option<Instant>,
+    ) -> Self {
+        let settings = &handle.settings;
+        Self {
+            handle,
+            key: key.into(),
+            deadline,
+            started: Instant::now(),
+            backoff: Backoff::new(settings.poll_min, settings.poll_max),
+            lapsed: 0,
+            reached: Arc::new(AtomicBool::new(false)),
+            #[cfg(feature = "postgres")]
+            wakeups: None,
+        }
+    }
+
+    /// Also wakes at a release announced for `key` (PostgreSQL's notifications, where
+    /// the handle listens): subscribed now, before the first attempt, so that a
+    /// release announced while an attempt is under way still cuts the pause after it
+    /// short.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn woken_for(mut self, key: &str) -> Self {
+        self.wakeups = self.handle.notifier.as_ref().map(|n| n.subscribe(key));
+        self
+    }
+
+    /// The time left until the deadline, `None` without one.
+    pub(crate) fn left(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// The flag an attempt sets once it has a pooled connection (see
+    /// [`noting_checkout`](crate::db::noting_checkout)).
+    pub(crate) fn reached(&self) -> Arc<AtomicBool> {
+        self.reached.clone()
+    }
+
+    /// The timeout this wait answers at its deadline.
+    pub(crate) fn timed_out(&self) -> Error {
+        Error::Timeout {
+            key: self.key.clone(),
+            waited: self.started.elapsed(),
+        }
+    }
+
+    /// Runs one attempt, bounded by the deadline: at it the answer is a timeout, also
+    /// when the attempt in flight holds the pool's last connection itself (waiting in
+    /// the database behind another transaction, say). Only a wait in which no attempt
+    /// ever had a connection, while every connection of the pool was taken, is an
+    /// exhausted pool. An attempt cut off here gives back what it took (each runs its
+    /// statements in a task of its own that lands a late grant).
+    pub(crate) async fn attempt<T>(
+        &self,
+        this: impl Future<Output = std::result::Result<T, Failure>>,
+    ) -> Result<std::result::Result<T, Failure>> {
+        match self.deadline {
+            Some(d) => match tokio::time::timeout_at(d, this).await {
+                Ok(outcome) => Ok(outcome),
+                Err(_)
+                    if !self.reached.load(Ordering::Relaxed) && self.handle.pool.is_exhausted() =>
+                {
+                    Err(Error::PoolExhausted)
+                }
+                Err(_) => Err(self.timed_out()),
+            },
+            None => Ok(this.await),
+        }
+    }
+
+    /// What an attempt's outcome means for the wait: a grant; busy (nothing granted, a
+    /// race lost, or a lock of another strategy on the key); a grant that came back
+    /// too late, tried again at once up to [`LAPSED_GRANTS`] times in a row; or the
+    /// attempt's error.
+    pub(crate) fn judge<T>(
+        &mut self,
+        outcome: std::result::Result<Option<T>, Failure>,
+    ) -> Result<Turn<T>> {
+        match outcome {
+            Ok(Some(granted)) => Ok(Turn::Granted(granted)),
+            Ok(None) => Ok(Turn::Busy),
+            Err(f) if matches!(f.class, Class::Contention | Class::Held) => Ok(Turn::Busy),
+            Err(f) if f.class == Class::Lapsed => {
+                self.lapsed += 1;
+                if self.lapsed >= LAPSED_GRANTS {
+                    return Err(f.error);
+                }
+                Ok(Turn::Again)
+            }
+            Err(f) => Err(f.error),
+        }
+    }
+
+    /// Sleeps the back-off's next delay, or less when woken; answers the timeout at the
+    /// deadline.
+    pub(crate) async fn pause(&mut self) -> Result<()> {
+        let delay = self.backoff.next_delay();
+        self.pause_for(delay).await
+    }
+
+    /// Sleeps `delay` (a primitive's own, for a race it lost), or less when woken;
+    /// answers the timeout at the deadline.
+    pub(crate) async fn pause_for(&mut self, delay: Duration) -> Result<()> {
+        self.lapsed = 0;
+        let wake = Instant::now() + delay;
+        let until = self.deadline.map_or(wake, |d| wake.min(d));
+        let sleep = tokio::time::sleep_until(until);
+        #[cfg(feature = "postgres")]
+        let woken = match &self.wakeups {
+            Some(w) => {
+                tokio::select! {
+                    () = sleep => false,
+                    () = w.woken() => true,
+                }
+            }
+            None => {
+                sleep.await;
+                false
+            }
+        };
+        #[cfg(not(feature = "postgres"))]
+        let woken = {
+            sleep.await;
+            false
+        };
+        if !woken && self.deadline.is_some_and(|d| until >= d) {
+            return Err(self.timed_out());
+        }
+        Ok(())
+    }
+}
