@@ -131,6 +131,7 @@ pub use api::multi::{MultiLockGuard, MultiLockRequest, MAX_MULTI_LOCK_KEYS};
 pub use api::observe::{Leader, LeaderWatch};
 pub use api::request::LockRequest;
 pub use api::rwlock::{RwLockRequest, MAX_RWLOCK_NAME_BYTES};
+pub use api::rwlock_info::RwLockInfo;
 // Semaphores (`Locker::semaphore`).
 pub use api::permits::SemaphoreGuard;
 pub use api::semaphore::{Semaphore, SemaphoreInfo};

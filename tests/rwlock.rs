@@ -868,3 +868,68 @@ async fn a_lock_on_another_key_is_no_obstacle() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `Locker::rwlocks` shows each read-write lock by its name: its readers, a waiting
+/// writer as waiting (not as the holder), and then the writer holding; a name no
+/// read-write lock uses is not among them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rwlocks_show_readers_waiting_writers_and_the_writer() -> anyhow::Result<()> {
+    for b in common::backends("rw_listed").await {
+        let a = b.fresh_table().await?;
+        let (c, w) = (a.new_handle(), a.new_handle());
+        let plain = a.try_acquire("plain").await?.expect("free");
+        let ra = a.read_lock("doc").acquire_timeout(DEADLINE).await?;
+        let rc = c.read_lock("doc").acquire_timeout(DEADLINE).await?;
+        let writer = {
+            let w = w.clone();
+            tokio::spawn(async move { w.write_lock("doc").acquire_timeout(DEADLINE).await })
+        };
+        // The writer's intent is in place once a new reader must wait.
+        let waiting = || async {
+            let locks = a.rwlocks().await?;
+            anyhow::Ok(locks.first().is_some_and(|l| !l.waiting_writers.is_empty()))
+        };
+        assert!(
+            eventually(waiting).await?,
+            "{}: the writer never waited",
+            b.dialect
+        );
+        let locks = a.rwlocks().await?;
+        assert_eq!(locks.len(), 1, "{}: {locks:?}", b.dialect);
+        let doc = &locks[0];
+        assert_eq!(doc.name, "doc");
+        assert!(
+            doc.writer.is_none(),
+            "{}: a waiting writer holds nothing",
+            b.dialect
+        );
+        let mut readers: Vec<&str> = doc.readers.iter().map(|l| l.owner.as_str()).collect();
+        readers.sort_unstable();
+        let (ao, co, wo) = (
+            a.owner().to_string(),
+            c.owner().to_string(),
+            w.owner().to_string(),
+        );
+        let mut expected = vec![ao.as_str(), co.as_str()];
+        expected.sort_unstable();
+        assert_eq!(readers, expected, "{}", b.dialect);
+        assert_eq!(doc.waiting_writers.len(), 1);
+        assert_eq!(doc.waiting_writers[0].owner, wo);
+        assert!(ra.release().await? && rc.release().await?);
+        let held = writer.await??;
+        let locks = a.rwlocks().await?;
+        assert_eq!(locks.len(), 1, "{}: {locks:?}", b.dialect);
+        let doc = &locks[0];
+        assert_eq!(
+            doc.writer.as_ref().map(|l| l.owner.as_str()),
+            Some(wo.as_str())
+        );
+        assert!(
+            doc.readers.is_empty() && doc.waiting_writers.is_empty(),
+            "{doc:?}"
+        );
+        assert!(held.release().await? && plain.release().await?);
+        assert!(a.rwlocks().await?.is_empty(), "{}", b.dialect);
+    }
+    Ok(())
+}

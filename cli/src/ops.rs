@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use sqlock::{Dialect, LockInfo, Locker, SemaphoreInfo, SweepOptions, TableName};
+use sqlock::{Dialect, LockInfo, Locker, RwLockInfo, SemaphoreInfo, SweepOptions, TableName};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::duration::human;
@@ -24,7 +24,18 @@ use crate::failure::{Failure, EXIT_NOT_ACQUIRED};
 pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
     let mut locks = locker.list().await?;
     let (semaphores, permits) = semaphores(locker).await?;
+    let rwlocks = RwLockInfo::from_locks(locks.clone());
     if json {
+        // Each row of a read-write lock: its name and the row's side.
+        let mut sides = HashMap::new();
+        for rw in &rwlocks {
+            let rows = rw.writer.iter().map(|l| (l, "write"));
+            let rows = rows.chain(rw.readers.iter().map(|l| (l, "read")));
+            let rows = rows.chain(rw.waiting_writers.iter().map(|l| (l, "waiting-write")));
+            for (l, side) in rows {
+                sides.insert(l.key.as_str(), (rw.name.as_str(), side));
+            }
+        }
         let items: Vec<serde_json::Value> = locks
             .iter()
             .map(|l| {
@@ -33,12 +44,9 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
                 if let Some(mode) = shared_mode(l) {
                     item["shared"] = mode.into();
                     item["holders"] = l.hold_count.into();
-                } else if let Some((name, side, _)) = rw_part(&l.key) {
-                    item["rwlock"] = name.into();
-                    item["side"] = side.into();
-                } else if is_write_side(l) {
-                    item["rwlock"] = l.key.clone().into();
-                    item["side"] = "write".into();
+                } else if let Some((name, side)) = sides.get(l.key.as_str()) {
+                    item["rwlock"] = (*name).into();
+                    item["side"] = (*side).into();
                 }
                 if let Some((name, n)) = permits.get(&l.key) {
                     item["semaphore"] = name.as_str().into();
@@ -61,7 +69,7 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
         println!("no locks held");
     } else if !locks.is_empty() {
         print_table(&locks);
-        print_rwlocks(&locks);
+        print_rwlocks(&rwlocks);
     }
     if !semaphores.is_empty() {
         if !locks.is_empty() {
@@ -70,28 +78,6 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
         print_semaphores(&semaphores);
     }
     Ok(0)
-}
-
-/// The read-write lock a row belongs to, when its key is one of a read-write lock's
-/// own (`NAME@read:OWNER`, a read hold; `NAME@write:OWNER`, a waiting writer's
-/// intent): the name, the side (`read`, `waiting-write`) and the owner.
-fn rw_part(key: &str) -> Option<(&str, &'static str, &str)> {
-    // An owner id: 36 characters of a hyphenated UUID.
-    let owner = key.get(key.len().checked_sub(36)?..)?;
-    let is_owner = owner.len() == 36
-        && owner.char_indices().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => c == '-',
-            _ => c.is_ascii_hexdigit(),
-        });
-    if !is_owner {
-        return None;
-    }
-    let rest = &key[..key.len() - 36];
-    if let Some(name) = rest.strip_suffix("@read:") {
-        return Some((name, "read", owner));
-    }
-    rest.strip_suffix("@write:")
-        .map(|name| (name, "waiting-write", owner))
 }
 
 /// Whether a row is the write side of a read-write lock: the name's own row, which
@@ -129,44 +115,25 @@ fn holder(l: &LockInfo) -> String {
 
 /// After the table: each read-write lock with its holders, the writer (the write
 /// side's owner, when it holds the name) and its readers, and how many writers wait.
-fn print_rwlocks(locks: &[LockInfo]) {
-    let mut names: Vec<&str> = locks
-        .iter()
-        .filter_map(|l| match rw_part(&l.key) {
-            Some(p) => Some(p.0),
-            None => is_write_side(l).then_some(l.key.as_str()),
-        })
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    if names.is_empty() {
+fn print_rwlocks(rwlocks: &[RwLockInfo]) {
+    if rwlocks.is_empty() {
         return;
     }
     println!();
     println!("READ-WRITE LOCKS");
-    for name in names {
-        let writer = locks
-            .iter()
-            .find(|l| l.key == name && is_write_side(l))
-            .map(|l| l.owner.as_str());
-        let parts = || {
-            locks
-                .iter()
-                .filter_map(|l| rw_part(&l.key))
-                .filter(|p| p.0 == name)
-        };
-        let readers: Vec<&str> = parts().filter(|p| p.1 == "read").map(|p| p.2).collect();
-        let waiting = parts().filter(|p| p.1 == "waiting-write").count();
+    for rw in rwlocks {
+        let readers: Vec<&str> = rw.readers.iter().map(|l| l.owner.as_str()).collect();
         println!(
-            "{}  writer {}  readers {}{}  waiting writers {waiting}",
-            printable(name),
-            writer.unwrap_or("-"),
+            "{}  writer {}  readers {}{}  waiting writers {}",
+            printable(&rw.name),
+            rw.writer.as_ref().map_or("-", |l| l.owner.as_str()),
             readers.len(),
             if readers.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", readers.join(", "))
             },
+            rw.waiting_writers.len(),
         );
     }
 }

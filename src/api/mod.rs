@@ -16,5 +16,6 @@ pub(crate) mod observe;
 pub(crate) mod permits;
 pub(crate) mod request;
 pub(crate) mod rwlock;
+pub(crate) mod rwlock_info;
 pub(crate) mod semaphore;
 pub(crate) mod sweeping;

@@ -98,7 +98,7 @@ pub const READ_MARKER: &str = "@read:";
 pub const WRITE_MARKER: &str = "@write:";
 
 /// The length of an owner id as keys carry it: a hyphenated UUID.
-const OWNER_ID_CHARS: usize = 36;
+pub(crate) const OWNER_ID_CHARS: usize = 36;
 
 /// Checks a plain lock's key: a key, not one of a semaphore's permits, and not one of
 /// a read-write lock's own holds (see [`reserved`]).
