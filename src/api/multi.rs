@@ -320,7 +320,7 @@ impl MultiLockRequest<'_> {
     fn guard(
         &self,
         ask: &MultiAsk,
-        landing: multi::Landing,
+        landing: crate::strategy::landing::Landing,
         sent: Instant,
         started: Instant,
     ) -> MultiLockGuard {

@@ -8,11 +8,12 @@ use tokio::time::Instant;
 
 use crate::strategy::handle::Handle;
 use crate::strategy::lease::Renewal;
-use crate::strategy::rwlock::{intent_key, read_attempt, read_key};
+use crate::strategy::rwlock::{intent_key, read_attempt};
 use crate::strategy::wait::{Turn, Wait};
 use crate::strategy::{Ask, Granted, Hold};
 use crate::support::error::{Class, Error, Result};
 use crate::support::strategy_kind::Strategy;
+use crate::support::validate::read_key;
 use crate::support::validate::{self, MAX_KEY_BYTES};
 
 use super::guard::LockGuard;
@@ -393,7 +394,7 @@ impl<'a> RwLockRequest<'a> {
     fn read_guard(
         &self,
         ttl: Duration,
-        landing: crate::strategy::multi::Landing,
+        landing: crate::strategy::landing::Landing,
         sent: Instant,
     ) -> LockGuard {
         let shared = self.shared;

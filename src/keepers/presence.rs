@@ -36,7 +36,7 @@ use crate::db::presence::Conn;
 use crate::db::statement::batch_json;
 use crate::db::values::Renew;
 use crate::db::Db;
-use crate::keepers::watchdog::State;
+use crate::keepers::watchdog::leases::State;
 use crate::support::error::Error;
 
 /// The first pause after a presence connection could not be opened, or the leases

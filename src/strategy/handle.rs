@@ -202,7 +202,7 @@ impl Handle {
 
     /// Whether a guard of this handle holds a read of the read-write lock `name`.
     pub(crate) fn holds_read_of(&self, name: &str) -> bool {
-        let read = super::rwlock::read_key(name, &self.owner_text);
+        let read = crate::support::validate::read_key(name, &self.owner_text);
         self.held().contains_key(&read)
     }
 

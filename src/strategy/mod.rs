@@ -24,6 +24,7 @@ pub(crate) mod for_update;
 pub(crate) mod grant;
 pub(crate) mod handle;
 pub(crate) mod held_transaction;
+pub(crate) mod landing;
 pub(crate) mod lease;
 pub(crate) mod multi;
 pub(crate) mod release;

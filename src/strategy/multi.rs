@@ -19,9 +19,8 @@ use crate::db::{noting_checkout, Failure, Grant};
 use crate::support::error::{Class, Error};
 use crate::support::strategy_kind::Strategy;
 
-use super::grant::LockId;
 use super::handle::{Handle, InFlight};
-use super::release;
+use super::landing::Landing;
 
 /// What a multi-lock attempt asks for: its keys, sorted and distinct, and the TTL of
 /// each lease (validated).
@@ -29,73 +28,6 @@ use super::release;
 pub(crate) struct MultiAsk {
     pub(crate) keys: Vec<String>,
     pub(crate) ttl: Duration,
-}
-
-/// The grants of one attempt, one per key in the order asked, until they are taken up
-/// by a guard. Dropped untaken (the caller stopped waiting, or the answer came too
-/// late to use), it gives every one of them back in the background, and only then ends
-/// the attempt's marks on its keys.
-#[derive(Debug)]
-pub(crate) struct Landing {
-    handle: Arc<Handle>,
-    keys: Vec<String>,
-    grants: Option<Vec<Grant>>,
-    in_flight: Vec<InFlight>,
-}
-
-impl Landing {
-    /// The grants of `keys` (one each, in order), to give back on drop unless taken;
-    /// the attempt's marks on the keys end with them.
-    pub(crate) fn new(
-        handle: Arc<Handle>,
-        keys: Vec<String>,
-        grants: Vec<Grant>,
-        in_flight: Vec<InFlight>,
-    ) -> Self {
-        Self {
-            handle,
-            keys,
-            grants: Some(grants),
-            in_flight,
-        }
-    }
-
-    /// The grants, taken up: nothing is given back any more.
-    pub(crate) fn take(mut self) -> Vec<Grant> {
-        self.grants.take().unwrap_or_default()
-    }
-}
-
-impl Drop for Landing {
-    fn drop(&mut self) {
-        let Some(grants) = self.grants.take() else {
-            return;
-        };
-        let handle = self.handle.clone();
-        let keys = std::mem::take(&mut self.keys);
-        let in_flight = std::mem::take(&mut self.in_flight);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            // No runtime to give them back on: the leases lapse at their expiry.
-            return;
-        };
-        drop(runtime.spawn(async move {
-            for (key, grant) in keys.into_iter().zip(grants) {
-                let id = LockId {
-                    key,
-                    strategy: Strategy::Lease,
-                    token: grant.token,
-                    rw_write: false,
-                };
-                let at_least = handle.at_least(&id.key);
-                if let Err(e) = release::release(&handle, &id, at_least).await {
-                    tracing::warn!(key = %id.key, error = %e,
-                        "could not give back a multi-lock's key taken for a caller that \
-                         stopped waiting; it lapses at its expiry");
-                }
-            }
-            drop(in_flight);
-        }));
-    }
 }
 
 /// One attempt at every key of `ask`, and when its statements were sent (each lease is
@@ -129,12 +61,7 @@ pub(crate) async fn attempt(
     let statements = async move {
         let outcome = statements(&task_handle, &task_ask).await;
         let landing = outcome.map(|taken| {
-            taken.map(|grants| Landing {
-                handle: task_handle,
-                keys: task_ask.keys,
-                grants: Some(grants),
-                in_flight,
-            })
+            taken.map(|grants| Landing::new(task_handle, task_ask.keys, grants, in_flight))
         });
         // Nobody to hand it to: the landing, dropped here, gives the keys back.
         drop(answer.send(landing));

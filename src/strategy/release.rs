@@ -20,7 +20,7 @@ use crate::support::strategy_kind::Strategy;
 
 use super::grant::LockId;
 use super::handle::Handle;
-use super::rwlock::read_key;
+use crate::support::validate::read_key;
 
 /// A release's future, its type erased.
 type Boxed<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;

@@ -18,16 +18,10 @@ use crate::db::values::Acquire;
 use crate::db::{noting_checkout, Failure, Grant};
 use crate::support::error::{Class, Error};
 use crate::support::strategy_kind::Strategy;
-use crate::support::validate::{READ_MARKER, WRITE_MARKER};
+use crate::support::validate::{read_key, WRITE_MARKER};
 
 use super::handle::{Handle, InFlight};
-use super::multi::Landing;
-
-/// The key of `owner`'s read hold of the read-write lock `name`: the one shape
-/// [`parent_of`](crate::support::validate::parent_of) tells back to `name`.
-pub(crate) fn read_key(name: &str, owner: &str) -> String {
-    format!("{name}{READ_MARKER}{owner}")
-}
+use super::landing::Landing;
 
 /// The key of `owner`'s intent to write the read-write lock `name`, held while it
 /// waits.

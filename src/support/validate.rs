@@ -174,6 +174,12 @@ pub(crate) fn parent_of(key: &str) -> Option<(&str, Shared)> {
         .then_some((name, Shared::Read))
 }
 
+/// The key of `owner`'s read hold of the read-write lock `name`: the one shape
+/// [`parent_of`] tells back to `name`.
+pub(crate) fn read_key(name: &str, owner: &str) -> String {
+    format!("{name}{READ_MARKER}{owner}")
+}
+
 /// Checks a semaphore's name (as a key: empty, too long, NUL) and its number of
 /// permits, and returns the prefix of its permits' keys.
 pub(crate) fn semaphore(name: &str, permits: u32) -> Result<String> {

@@ -23,7 +23,7 @@
 //! leases that record it themselves; a lease granted under an earlier epoch than the
 //! current one is checked as it registers.
 
-mod leases;
+pub(crate) mod leases;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
