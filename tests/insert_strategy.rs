@@ -163,16 +163,27 @@ async fn renewed_insert_lock_outlives_its_ttl_and_sweeps_clean() -> anyhow::Resu
             b.dialect
         );
         assert!(!g.is_lost());
-        // A holder that vanished leaves an expired row; the sweeper reclaims it.
+        // A holder that vanished leaves an expired row; the sweeper reclaims it. The
+        // TTL is well above a loaded machine's round trip (a grant whose answer outran
+        // it would be given back), and the sweep waits until the database clock says
+        // the row expired, however long that takes.
         let dead = a
             .lock("dead")
-            .ttl(Duration::from_millis(50))
+            .ttl(Duration::from_secs(1))
             .auto_renew(false)
             .try_acquire()
             .await?
             .expect("dead");
         std::mem::forget(dead); // as if the process died: no release
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while a.lock_info("dead").await?.is_some() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{}: the dead lock never expired",
+                b.dialect
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert_eq!(
             a.sweep(sqlock::SweepOptions::new()).await?,
             1,

@@ -319,7 +319,69 @@ async fn a_holder_without_presence_is_not_taken_over() -> anyhow::Result<()> {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert!(info(&waiter, key).await?.expires_in > Duration::from_secs(30));
+        let left = info(&waiter, key).await?;
+        assert!(left.expires_in > Duration::from_secs(30));
+        assert!(
+            !left.holder_gone,
+            "{}: a holder without presence cannot be told gone",
+            b.dialect
+        );
+    }
+    Ok(())
+}
+
+/// `lock_info` and `list` say whether a holder is gone: not while a holder with
+/// presence lives, yes once it was SIGKILLed (its lease still unexpired), and no more
+/// once the next acquirer took the key, which it does at once.
+#[tokio::test]
+async fn lock_info_says_when_a_holder_is_gone() -> anyhow::Result<()> {
+    for b in common::backends("presence_gone").await {
+        b.fresh_table().await?;
+        let key = "gone";
+        let (mut child, token, owner) =
+            spawn_holder(&b, key, Duration::from_secs(60), true).await?;
+        let observer = b.locker().await?;
+        let live = info(&observer, key).await?;
+        assert_eq!(
+            (live.owner.as_str(), live.fencing_token),
+            (owner.as_str(), token)
+        );
+        assert!(!live.holder_gone, "{}: a live holder said gone", b.dialect);
+        signal(&child, Signal::SIGKILL)?;
+        child.wait().await?;
+        let started = Instant::now();
+        let gone = loop {
+            let now = info(&observer, key).await?;
+            if now.holder_gone {
+                break now;
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "{}: a SIGKILLed holder never said gone",
+                b.dialect
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(gone.owner, owner);
+        assert!(gone.expires_in > Duration::from_secs(30), "{gone:?}");
+        let listed = observer.list().await?;
+        assert!(
+            listed.iter().any(|l| l.key == key && l.holder_gone),
+            "{}: {listed:?}",
+            b.dialect
+        );
+        let next = b.builder().await?.presence(true).build()?;
+        let g = next
+            .try_acquire(key)
+            .await?
+            .context("the gone holder's key is free to the next acquirer")?;
+        let taken = info(&observer, key).await?;
+        assert!(
+            taken.fencing_token > token && !taken.holder_gone,
+            "{}: {taken:?}",
+            b.dialect
+        );
+        assert!(g.release().await?);
     }
     Ok(())
 }

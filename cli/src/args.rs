@@ -36,8 +36,8 @@ use sqlock::{Dialect, Strategy, TableName};
 ///   69   the database is unreachable, or the lock table is missing
 ///   70   an unexpected database or internal error
 ///   75   `run`: the lock was not acquired (busy with --no-wait, or --wait ran out);
-///        `release --force`: the lock was not held; `status`: the lock is free;
-///        `leader`: nobody leads
+///        `release --force`: the lock was not held; `status`: the lock is free
+///        (or its holder gone); `leader`: nobody leads
 ///   76   `run`: the lock was lost (or revoked by `release --force`) while the
 ///        command ran; `elect`: leadership was lost while the command ran (without
 ///        --again)
@@ -203,9 +203,11 @@ pub enum Command {
     /// Show who holds the lock on KEY: owner, fencing token, strategy, expiry
     ///
     /// Times are the database's. A for-update lock is not seen (it lives in its
-    /// holder's transaction): its key shows as free.
+    /// holder's transaction): its key shows as free. A holder with presence whose
+    /// process died shows as gone, and its key as free: the next acquirer takes it at
+    /// once.
     ///
-    /// Exit status: 0 when the lock is held; 75 when it is free.
+    /// Exit status: 0 when the lock is held; 75 when it is free or its holder gone.
     #[command(verbatim_doc_comment)]
     Status {
         /// Print a JSON object instead of text.

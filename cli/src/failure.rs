@@ -14,8 +14,8 @@ pub const EXIT_UNAVAILABLE: i32 = 69;
 /// (`EX_SOFTWARE`).
 pub const EXIT_SOFTWARE: i32 = 70;
 /// `run`: the lock was not acquired, busy with `--no-wait` or still busy when `--wait`
-/// ran out; `release --force`: the lock was not held; `status`: the lock is free;
-/// `leader`: nobody leads
+/// ran out; `release --force`: the lock was not held; `status`: the lock is free, or
+/// its holder is gone (presence); `leader`: nobody leads
 /// (`EX_TEMPFAIL`: try again later).
 pub const EXIT_NOT_ACQUIRED: i32 = 75;
 /// `run`: the lock was lost while the command ran, which was stopped; `elect`: so was

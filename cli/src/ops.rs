@@ -109,6 +109,7 @@ fn holds_of(l: &LockInfo) -> String {
 fn holder(l: &LockInfo) -> String {
     match shared_mode(l) {
         Some(_) => format!("- (shared by {})", holds_of(l)),
+        None if l.holder_gone => format!("{} (gone)", l.owner),
         None => l.owner.clone(),
     }
 }
@@ -141,10 +142,13 @@ fn print_rwlocks(rwlocks: &[RwLockInfo]) {
 /// `status [--json] KEY`: who holds the lock on KEY; exit 0 held, 75 free.
 pub(crate) async fn status(locker: &Locker, key: &str, json: bool) -> Result<i32, Failure> {
     let info = locker.lock_info(key).await?;
+    // A holder whose presence is gone holds nothing the next acquirer waits for: the
+    // key is free as far as a health check or a scheduler is concerned.
+    let held = info.as_ref().is_some_and(|l| !l.holder_gone);
     match (&info, json) {
         (Some(l), true) => {
             let mut value = to_json(l);
-            value["held"] = true.into();
+            value["held"] = held.into();
             if let Some(mode) = shared_mode(l) {
                 value["shared"] = mode.into();
                 value["holders"] = l.hold_count.into();
@@ -156,7 +160,11 @@ pub(crate) async fn status(locker: &Locker, key: &str, json: bool) -> Result<i32
             ("key", printable(key)),
             (
                 "state",
-                if shared_mode(l).is_some() {
+                if l.holder_gone {
+                    "free: its holder's process is gone (presence), so the next \
+                     acquirer takes it at once"
+                        .into()
+                } else if shared_mode(l).is_some() {
                     "held in shared mode".into()
                 } else if is_write_side(l) {
                     "held as the write side of a read-write lock".into()
@@ -177,7 +185,7 @@ pub(crate) async fn status(locker: &Locker, key: &str, json: bool) -> Result<i32
         ]),
         (None, false) => print_fields(&[("key", printable(key)), ("state", "free".into())]),
     }
-    Ok(if info.is_some() { 0 } else { EXIT_NOT_ACQUIRED })
+    Ok(if held { 0 } else { EXIT_NOT_ACQUIRED })
 }
 
 /// `name  value` lines, the values aligned.
@@ -204,6 +212,7 @@ fn to_json(l: &LockInfo) -> serde_json::Value {
         "expires_at": l.expires_at.to_rfc3339(),
         "expires_in_ms": u64::try_from(l.expires_in.as_millis()).unwrap_or(u64::MAX),
         "waiters": l.waiters,
+        "holder_gone": l.holder_gone,
     })
 }
 

@@ -4,7 +4,7 @@
 //! which its command runs) comes before the dead holder's lease would have expired, and
 //! its token is higher. With --no-presence (or SQLOCK_NO_PRESENCE=1) the key stays
 //! taken. The time from the kill to the next command's start, start-up included, is
-//! printed.
+//! printed. `status` tells a gone holder (free, exit 75) from a live one.
 
 mod common;
 
@@ -122,6 +122,62 @@ fn without_presence_a_killed_run_keeps_the_key() {
         }
         let lease = listed(&b, &k).unwrap_or_else(|| panic!("{}: not listed", b.name));
         assert!(lease["expires_in_ms"].as_u64().unwrap() > 30_000);
+        // Its holder cannot be told gone: `status` says held (exit 0).
+        assert_eq!(lease["holder_gone"], false, "{}: {lease}", b.name);
+        let status = b.sqlock(&["status", &k]);
+        assert_eq!(
+            status.status.code(),
+            Some(0),
+            "{}: {}",
+            b.name,
+            stderr(&status)
+        );
+    });
+}
+
+/// `status` of a key whose `sqlock run` was SIGKILLed with presence: free (exit 75),
+/// its holder gone, in text and JSON, while the dead lease is still unexpired; `list`
+/// marks the holder gone.
+#[test]
+fn status_tells_a_gone_holder_from_a_live_one() {
+    in_parallel(backends("cli_presence_status"), |b| {
+        let k = key("gone");
+        let dead = killed_holder(&b, &k, "holder", &[]);
+        assert_eq!(
+            dead["holder_gone"], false,
+            "{}: listed while alive: {dead}",
+            b.name
+        );
+        // The server ends the dead process's sessions a moment after the kill.
+        let started = Instant::now();
+        let text = loop {
+            let o = b.sqlock(&["status", &k]);
+            if o.status.code() == Some(75) {
+                break String::from_utf8_lossy(&o.stdout).into_owned();
+            }
+            assert_eq!(o.status.code(), Some(0), "{}: {}", b.name, stderr(&o));
+            assert!(started.elapsed() < LIVENESS, "{}: never said gone", b.name);
+            thread::sleep(Duration::from_millis(20));
+        };
+        assert!(
+            text.contains("its holder's process is gone"),
+            "{}: {text}",
+            b.name
+        );
+        assert!(text.contains("(gone)"), "{}: {text}", b.name);
+        let o = b.sqlock(&["status", "--json", &k]);
+        assert_eq!(o.status.code(), Some(75), "{}: {}", b.name, stderr(&o));
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(json["held"], false, "{}: {json}", b.name);
+        assert_eq!(json["holder_gone"], true, "{}: {json}", b.name);
+        assert_eq!(json["owner"], dead["owner"], "{}: {json}", b.name);
+        assert!(
+            json["expires_in_ms"].as_u64().unwrap() > 30_000,
+            "{}: {json}",
+            b.name
+        );
+        let lease = listed(&b, &k).unwrap_or_else(|| panic!("{}: not listed", b.name));
+        assert_eq!(lease["holder_gone"], true, "{}: {lease}", b.name);
     });
 }
 

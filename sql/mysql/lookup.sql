@@ -1,6 +1,6 @@
 -- The lock on :key, if it is held now (locked and unexpired on the database clock), as
--- list reports locks (with the live fair waiters queued): a point lookup by primary
--- key.
+-- list reports locks (with the live fair waiters queued, and whether its holder is
+-- gone): a point lookup by primary key.
 SELECT lock_key,
        lock_strategy,
        lock_owner,
@@ -12,7 +12,18 @@ SELECT lock_key,
        (SELECT count(*) FROM `{table}_queue` AS q
         WHERE q.lock_key = `{table}`.lock_key
           AND q.granted_token IS NULL
-          AND q.expires_at > UTC_TIMESTAMP(6)) AS waiters
+          AND q.expires_at > UTC_TIMESTAMP(6)) AS waiters,
+       -- Whether the holder is gone: its lease records a presence marker of this
+       -- server's lifetime that no connection holds any more, so that the next
+       -- acquisition takes it at once (as lease_acquire.sql decides it).
+       CAST(presence_key IS NOT NULL
+            AND lock_strategy <> 'for-update'
+            AND IS_USED_LOCK(presence_key) IS NULL
+            AND SUBSTRING_INDEX(SUBSTRING_INDEX(presence_key, ':', 2), ':', -1)
+                = CAST(@@server_id AS CHAR)
+            AND acquired_at >= UTC_TIMESTAMP() + INTERVAL 1 SECOND - INTERVAL (SELECT VARIABLE_VALUE
+                FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'UPTIME') SECOND
+            AS SIGNED) AS gone
 FROM `{table}`
 WHERE lock_key = :key
   AND locked

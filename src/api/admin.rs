@@ -47,6 +47,12 @@ pub struct LockInfo {
     pub expires_in: Duration,
     /// How many live waiters of the fair strategy are queued for it.
     pub waiters: u64,
+    /// Whether its holder is gone: the holder had
+    /// [presence](crate::LockerBuilder::presence), its process died (or every
+    /// connection of its presence was ended), and the next acquisition of the key takes
+    /// it at once, before `expires_at`. Always `false` without presence: such a holder
+    /// cannot be told from a live one that is slow, and keeps the lock to its expiry.
+    pub holder_gone: bool,
 }
 
 impl From<Listed> for LockInfo {
@@ -64,6 +70,7 @@ impl From<Listed> for LockInfo {
                 u64::try_from(l.expires_us.saturating_sub(l.now_us)).unwrap_or(0),
             ),
             waiters: u64::try_from(l.waiters).unwrap_or(0),
+            holder_gone: l.gone,
         }
     }
 }
@@ -258,7 +265,8 @@ impl Locker {
     }
 
     /// The locks held now in this handle's table, whoever holds them, ordered by key
-    /// (at most [`MAX_LISTED`]). Times are the database's.
+    /// (at most [`MAX_LISTED`]), each saying whether its holder is gone
+    /// ([`LockInfo::holder_gone`]). Times are the database's.
     ///
     /// # Errors
     ///
@@ -293,7 +301,10 @@ impl Locker {
     /// database clock), as [`list`](Self::list) reports it; `None` when it is free. A
     /// for-update lock is not seen: it lives in its holder's transaction.
     ///
-    /// One statement, a lookup by primary key; it takes no lock.
+    /// One statement, a lookup by primary key; it takes no lock but, for a holder with
+    /// presence, a look at its marker ([`LockInfo::holder_gone`]: on PostgreSQL a
+    /// shared advisory lock tried for the statement alone, on SQLite the marker file's
+    /// lock tried and let go at once).
     ///
     /// # Errors
     ///

@@ -16,6 +16,9 @@ pub(crate) struct Listed {
     pub(crate) now_us: i64,
     /// The live waiters of the fair strategy queued for the key.
     pub(crate) waiters: i64,
+    /// Whether the holder is gone: its lease records a presence marker that nobody
+    /// holds any more, so that the next acquisition takes it at once.
+    pub(crate) gone: bool,
 }
 
 /// The leader of an election as `elect_leader.sql` reports it: the live lease on the

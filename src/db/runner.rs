@@ -156,7 +156,7 @@ pub(crate) fn marked<DB: Runner>(row: &DB::Row, i: usize) -> Result<Option<u64>,
     Ok((DB::int(row, i)? != 0).then_some(0))
 }
 
-/// The rows of `list.sql` and `lookup.sql`.
+/// The rows of `list.sql` and `lookup.sql` (and of `semaphore_holders.sql`).
 pub(crate) async fn listed<'a, DB: Runner, V: Values>(
     on: On<'a, DB>,
     s: &'a Statement<V>,
@@ -175,6 +175,9 @@ pub(crate) async fn listed<'a, DB: Runner, V: Values>(
                 expires_us: DB::int(r, 6)?,
                 now_us: DB::int(r, 7)?,
                 waiters: DB::int(r, 8)?,
+                // Not every listing says (a semaphore's holders, SQLite's rows, whose
+                // markers are files: see `Sqlite::with_gone_holders`).
+                gone: r.len() > 9 && DB::int(r, 9)? != 0,
             })
         })
         .collect()

@@ -20,10 +20,10 @@ use super::backend::{common_templates, sql, Backend, Base};
 use super::dialect::Dialect;
 use super::fence::fence_connection;
 use super::marker_file::{gone_owner, marker_dir};
-use super::outcome::Grant;
-use super::runner::{grants, ints, texts, On};
+use super::outcome::{Grant, Listed};
+use super::runner::{grants, ints, listed, texts, On};
 use super::statement::{Mode, Statement, Target};
-use super::values::{Acquire, Marker};
+use super::values::{Acquire, Key, Limit, Marker};
 
 /// A SQLite database file and one lock table in it.
 #[derive(Debug)]
@@ -97,6 +97,23 @@ impl Sqlite {
     }
 }
 
+impl Sqlite {
+    /// `rows` with `gone` set for each holder whose presence marker file is there and
+    /// free: its process died, and the next acquisition takes its leases at once (as
+    /// `lease_acquire` finds). The file is locked only for the look.
+    fn with_gone_holders(&self, mut rows: Vec<Listed>) -> Vec<Listed> {
+        let Some(dir) = self.markers.as_deref() else {
+            return rows;
+        };
+        for row in &mut rows {
+            if !row.owner.is_empty() && row.strategy != "for-update" {
+                row.gone = gone_owner(dir, &row.owner).is_some();
+            }
+        }
+        rows
+    }
+}
+
 impl Backend for Sqlite {
     type Db = sqlx::Sqlite;
 
@@ -119,6 +136,18 @@ impl Backend for Sqlite {
             1 if db.message().contains("no such table") => Class::MissingTable,
             _ => Class::Other,
         }
+    }
+
+    /// The listed locks, with each holder whose marker file is free said to be gone.
+    async fn list(&self, l: &Limit) -> Result<Vec<Listed>, sqlx::Error> {
+        let rows = listed(On::Pool(self.pool(), false), &self.common().list, l).await?;
+        Ok(self.with_gone_holders(rows))
+    }
+
+    /// The lock on a key, its holder said to be gone when its marker file is free.
+    async fn lookup(&self, k: &Key<'_>) -> Result<Vec<Listed>, sqlx::Error> {
+        let rows = listed(On::Pool(self.pool(), false), &self.common().lookup, k).await?;
+        Ok(self.with_gone_holders(rows))
     }
 
     /// When the key is busy and presence markers exist beside the database: asks who
