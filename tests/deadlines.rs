@@ -233,32 +233,23 @@ impl Blocker {
 async fn take_only_connection(
     pool: &sqlock::DbPool,
 ) -> anyhow::Result<tokio::sync::oneshot::Sender<()>> {
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    async fn hold<DB: sqlx::Database>(
+        pool: &sqlx::Pool<DB>,
+    ) -> anyhow::Result<tokio::sync::oneshot::Sender<()>> {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let connection = pool.acquire().await?;
+        tokio::spawn(async move {
+            let _ = rx.await;
+            drop(connection);
+        });
+        Ok(tx)
+    }
     match pool {
-        sqlock::DbPool::Postgres(p) => {
-            let c = p.acquire().await?;
-            tokio::spawn(async move {
-                let _ = rx.await;
-                drop(c);
-            });
-        }
-        sqlock::DbPool::MySql(p) => {
-            let c = p.acquire().await?;
-            tokio::spawn(async move {
-                let _ = rx.await;
-                drop(c);
-            });
-        }
-        sqlock::DbPool::Sqlite(p) => {
-            let c = p.acquire().await?;
-            tokio::spawn(async move {
-                let _ = rx.await;
-                drop(c);
-            });
-        }
+        sqlock::DbPool::Postgres(p) => hold(p).await,
+        sqlock::DbPool::MySql(p) => hold(p).await,
+        sqlock::DbPool::Sqlite(p) => hold(p).await,
         _ => anyhow::bail!("unknown pool"),
     }
-    Ok(tx)
 }
 
 /// Every waiting primitive shares one wait: a deadline met while no attempt could have
