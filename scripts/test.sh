@@ -37,4 +37,14 @@ for feature in postgres mysql sqlite; do
 done
 
 echo "== cargo test: the library and the sqlock tool (SQLite, PostgreSQL, MariaDB)"
-cargo test --workspace --features "$FEATURES" --no-fail-fast
+# The output is kept, so that a failure in a long run's middle is shown again at its
+# end, where a CI log's tail shows it: each test binary's failures, and the fault
+# workload's own error.
+log=target/test-output.log
+mkdir -p target
+if ! cargo test --workspace --features "$FEATURES" --no-fail-fast 2>&1 | tee "$log"; then
+    echo
+    echo "== what failed (from $log)"
+    grep -n -A40 -E '^failures:$|^faults: |^Error: ' "$log" | head -400 || true
+    exit 1
+fi

@@ -149,3 +149,125 @@ async fn notify_is_refused_where_it_cannot_work() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The waiting primitives besides a lock, each woken by the release of what it waits
+/// for: a multi-lock by one of its keys, a reader by the write side, a writer by the
+/// last reader, a semaphore's waiter by a permit.
+#[derive(Debug, Clone, Copy)]
+enum Waiting {
+    MultiLock,
+    Reader,
+    Writer,
+    Permit,
+}
+
+/// What the holder holds while the waiter waits.
+enum Held {
+    Lock(sqlock::LockGuard),
+    Permit(sqlock::SemaphoreGuard),
+}
+
+impl Held {
+    async fn release(self) -> Result<bool, Error> {
+        match self {
+            Self::Lock(g) => g.release().await,
+            Self::Permit(g) => g.release().await,
+        }
+    }
+}
+
+/// As [`handoff`], for `waiting`: the waiter's outcome, the holder's release having
+/// come about a second into its wait.
+async fn primitive_handoff(
+    b: &common::Backend,
+    waiting: Waiting,
+    notify: bool,
+) -> anyhow::Result<Result<(), Error>> {
+    let holder = b.builder().await?.notify_waiters(true).build()?;
+    let waiter = b
+        .builder()
+        .await?
+        .notify_waiters(notify)
+        .poll_interval(POLL, POLL)
+        .build()?;
+    let name = format!("wake-{waiting:?}-{notify}");
+    let held = match waiting {
+        Waiting::MultiLock => Held::Lock(holder.acquire(&format!("{name}-b")).await?),
+        Waiting::Reader => Held::Lock(holder.write_lock(&name).acquire().await?),
+        Waiting::Writer => Held::Lock(holder.read_lock(&name).acquire().await?),
+        Waiting::Permit => Held::Permit(holder.semaphore(&name, 1).acquire().await?),
+    };
+    let task = tokio::spawn(async move {
+        match waiting {
+            Waiting::MultiLock => {
+                let keys = [format!("{name}-a"), format!("{name}-b")];
+                let g = waiter.lock_many(&keys).acquire_timeout(DEADLINE).await?;
+                g.release().await.map(drop)
+            }
+            Waiting::Reader => {
+                let g = waiter.read_lock(&name).acquire_timeout(DEADLINE).await?;
+                g.release().await.map(drop)
+            }
+            Waiting::Writer => {
+                let g = waiter.write_lock(&name).acquire_timeout(DEADLINE).await?;
+                g.release().await.map(drop)
+            }
+            Waiting::Permit => {
+                let g = waiter.semaphore(&name, 1).acquire_timeout(DEADLINE).await?;
+                g.release().await.map(drop)
+            }
+        }
+    });
+    // The waiter has made its first attempt, found its primitive held, and is waiting.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !task.is_finished(),
+        "{waiting:?}: the waiter got a held primitive"
+    );
+    assert!(held.release().await?, "{waiting:?}: the holder's release");
+    Ok(task.await?)
+}
+
+#[tokio::test]
+async fn every_waiting_primitive_is_woken_by_the_release_it_waits_for() -> anyhow::Result<()> {
+    for b in common::backends_of("notify_family", &[Dialect::Postgres]).await {
+        b.fresh_table().await?;
+        let all = [
+            Waiting::MultiLock,
+            Waiting::Reader,
+            Waiting::Writer,
+            Waiting::Permit,
+        ];
+        // All at once (each on names of its own), with wake-ups and without: woken,
+        // each gets its primitive within the deadline; polling, each sleeps through
+        // it, so the grant above was the wake-up's, not a poll's.
+        let mut runs = tokio::task::JoinSet::new();
+        for waiting in all {
+            for notify in [true, false] {
+                let b = b.clone();
+                runs.spawn(async move {
+                    (
+                        waiting,
+                        notify,
+                        primitive_handoff(&b, waiting, notify).await,
+                    )
+                });
+            }
+        }
+        let mut wrong = Vec::new();
+        while let Some(run) = runs.join_next().await {
+            let (waiting, notify, outcome) = run?;
+            let outcome = outcome?;
+            if notify && outcome.is_err() {
+                wrong.push(format!("{waiting:?}: not woken: {outcome:?}"));
+            }
+            if !notify && !matches!(outcome, Err(Error::Timeout { .. })) {
+                wrong.push(format!(
+                    "{waiting:?}: a polling waiter got it before its next poll: {outcome:?}"
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+    Ok(())
+}

@@ -87,7 +87,13 @@ impl LockerBuilder {
     /// frees the key also sends `pg_notify('<table>_released',
     /// '<table oid>:<key>')` in the same statement, so it stays one round trip (the
     /// oid tells tables of one name in two schemas apart: listeners ignore the other
-    /// table's). A fair handoff names the waiter it handed the lock to, which takes
+    /// table's). So does every release that frees what another primitive waits for:
+    /// a read's, a permit's, the write side's and a multi-lock's keys', and the
+    /// last read or permit of a name, which frees the name. Every waiting primitive
+    /// listens: a lock, a multi-lock (for any of its keys), a reader and a writer
+    /// (for the name), a semaphore (for any of its permits, and its name); an
+    /// election's candidate is a lock's waiter. A fair handoff names the waiter it
+    /// handed the lock to, which takes
     /// it with one statement of its own that finds the grant in the table. The
     /// handle, and the handles made from it with [`Locker::new_handle`], share one
     /// listener: it holds a connection of its own (opened like the pool's, counted

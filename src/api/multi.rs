@@ -250,7 +250,9 @@ impl MultiLockRequest<'_> {
         let ask = self.ask()?;
         let started = Instant::now();
         let shared = self.shared;
-        let mut wait = Wait::new(shared, ask.keys.join(","), deadline);
+        // Woken by the release of any of the keys: the set may be free now.
+        let keys: Vec<&str> = ask.keys.iter().map(String::as_str).collect();
+        let mut wait = Wait::new(shared, ask.keys.join(","), deadline).woken_for_any(&keys);
         loop {
             let outcome = wait
                 .attempt(multi::attempt(shared, &ask, wait.reached()))

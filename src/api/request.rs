@@ -426,7 +426,6 @@ impl<'a> LockRequest<'a> {
         let shared = &self.shared;
         let dialect = shared.db.dialect();
         let mut wait = Wait::new(shared, self.key, deadline);
-        #[cfg(feature = "postgres")]
         if ask.strategy != Strategy::ForUpdate {
             wait = wait.woken_for(&ask.key);
         }

@@ -281,7 +281,9 @@ impl<'a> RwLockRequest<'a> {
     /// A reader's wait: one read attempt per poll.
     async fn wait_read(&self, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard> {
         let shared = self.shared;
-        let mut wait = Wait::new(shared, self.name, deadline);
+        // Woken when the name is freed: by its writer's release, or the release of
+        // the lock or writer that held it.
+        let mut wait = Wait::new(shared, self.name, deadline).woken_for(self.name);
         loop {
             let outcome = wait
                 .attempt(read_attempt(shared, self.name, ttl, wait.reached()))

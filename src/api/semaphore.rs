@@ -63,9 +63,10 @@ use super::permits::SemaphoreGuard;
 /// # When not to use it
 ///
 /// For one holder at a time, take a lock ([`Locker::acquire`]): one statement instead
-/// of a transaction, re-entrant, with presence and notifications. A semaphore's
-/// waiters poll, whatever [`LockerBuilder::notify_waiters`](crate::LockerBuilder::notify_waiters)
-/// says, and its permits record no presence marker.
+/// of a transaction, re-entrant, with presence. A semaphore's permits record no
+/// presence marker. Its waiters are woken by a permit's release on PostgreSQL with
+/// [`LockerBuilder::notify_waiters`](crate::LockerBuilder::notify_waiters), as a
+/// lock's waiters are by its release.
 ///
 /// # Examples
 ///

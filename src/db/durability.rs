@@ -126,6 +126,7 @@ mod tests {
                 // A read's or a permit's release, sent in the transaction that counts
                 // its name down: there it is durable, as everything sent within.
                 "postgres/shared_release",
+                "postgres/shared_release_notify",
             ]
         );
     }

@@ -50,7 +50,9 @@ impl Postgres {
             templates.elect_claim = sql!("postgres", "elect_claim_notify");
             // The fair handoff names the waiter it handed the lock to (`fair.rs`).
             templates.fair[7] = sql!("postgres", "fair_mark_notify");
-            // The last read or permit of a name frees it (`shared.rs`).
+            // A read's or a permit's release frees its row, and the last read or
+            // permit of a name frees the name (`shared.rs`).
+            templates.shared[0] = sql!("postgres", "shared_release_notify");
             templates.shared[1] = sql!("postgres", "shared_leave_notify");
             // So does the write side's release, unless its owner's read takes it over.
             templates.rw[3] = sql!("postgres", "rw_release_notify");

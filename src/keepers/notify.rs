@@ -56,7 +56,7 @@ use crate::db::backend::sql;
 use crate::db::statement::{Placeholders, Statement};
 use crate::db::values::Nothing;
 use crate::keepers::watchdog::State;
-use crate::support::validate::TableName;
+use crate::support::validate::{parent_of, permit_prefix, Shared as SharedMode, TableName};
 
 /// The first pause before the listener tries to connect again after a failure.
 const RETRY_MIN: Duration = Duration::from_millis(500);
@@ -234,6 +234,11 @@ impl Shared {
             self.wake_ticket(named);
         } else {
             self.wake_key(named);
+            // A permit freed: the semaphore's waiters wait for any of its permits, by
+            // the prefix of their keys.
+            if let Some((name, SharedMode::Semaphore)) = parent_of(named) {
+                self.wake_key(&permit_prefix(name));
+            }
             self.wake_watchers(named);
             self.check_holders(named);
         }
@@ -275,32 +280,39 @@ impl Notifier {
         }
     }
 
-    /// Registers a waiter of `key` (starting the listener if it is not running), to be
-    /// woken when a release of `key` is announced. Register before the first attempt,
-    /// so that a release between an attempt and the wait that follows is not missed.
-    pub(crate) fn subscribe(&self, key: &str) -> Subscription {
-        self.register(key, false)
+    /// Registers a waiter of any of `keys` (one; a multi-lock's several; a
+    /// semaphore's name and the prefix of its permits' keys), starting the listener if
+    /// it is not running, to be woken when a release of any of them is announced.
+    /// Register before the first attempt, so that a release between an attempt and
+    /// the wait that follows is not missed.
+    pub(crate) fn subscribe_any(&self, keys: &[&str]) -> Subscription {
+        self.register(keys, false)
     }
 
     /// Registers a watcher of `key` (starting the listener if it is not running), to be
     /// woken by every announcement of `key`, along with every other watcher of it.
     pub(crate) fn watch(&self, key: &str) -> Subscription {
-        self.register(key, true)
+        self.register(&[key], true)
     }
 
-    fn register(&self, key: &str, watcher: bool) -> Subscription {
+    fn register(&self, keys: &[&str], watcher: bool) -> Subscription {
         let shared = &self.shared;
         self.start();
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let wakeup = Arc::new(Wakeup::default());
-        shared
-            .registrations(watcher)
-            .entry(key.to_owned())
-            .or_default()
-            .push((id, wakeup.clone()));
+        let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        {
+            let mut registrations = shared.registrations(watcher);
+            for key in &keys {
+                registrations
+                    .entry(key.clone())
+                    .or_default()
+                    .push((id, wakeup.clone()));
+            }
+        }
         Subscription {
             shared: shared.clone(),
-            key: key.to_owned(),
+            keys,
             id,
             wakeup,
             watcher,
@@ -392,7 +404,8 @@ impl Drop for TicketSubscription {
 #[derive(Debug)]
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
-    key: String,
+    /// The keys it waits for: one, or a multi-lock's or a semaphore's several.
+    keys: Vec<String>,
     id: u64,
     wakeup: Arc<Wakeup>,
     /// A watcher's, rather than a waiter's.
@@ -410,21 +423,26 @@ impl Subscription {
 }
 
 /// Unregisters; a wake-up this waiter never took (it got the lock by polling, gave up,
-/// or was cancelled) goes on to the next waiter of the key, which may now get it.
+/// or was cancelled) goes on to the next waiter of its keys, which may now get it (of
+/// each of them, when it waited for several: which one was announced is not kept).
 impl Drop for Subscription {
     fn drop(&mut self) {
         {
             let mut waiters = self.shared.registrations(self.watcher);
-            if let Some(list) = waiters.get_mut(&self.key) {
-                list.retain(|(id, _)| *id != self.id);
-                if list.is_empty() {
-                    waiters.remove(&self.key);
+            for key in &self.keys {
+                if let Some(list) = waiters.get_mut(key) {
+                    list.retain(|(id, _)| *id != self.id);
+                    if list.is_empty() {
+                        waiters.remove(key);
+                    }
                 }
             }
         }
         // A watcher's wake-up was its own: there is nobody to pass it on to.
         if !self.watcher && self.wakeup.pending.load(Ordering::SeqCst) {
-            self.shared.wake_key(&self.key);
+            for key in &self.keys {
+                self.shared.wake_key(key);
+            }
         }
     }
 }

@@ -68,7 +68,10 @@ pub(crate) async fn acquire(
     deadline: Option<Instant>,
     once: bool,
 ) -> Result<Option<Grants>> {
-    let mut wait = Wait::new(handle, ask.name.clone(), deadline);
+    // Woken by a permit's release (its key starts with the prefix), or by the
+    // release of whatever held the name itself.
+    let mut wait = Wait::new(handle, ask.name.clone(), deadline)
+        .woken_for_any(&[ask.prefix.as_str(), ask.name.as_str()]);
     let mut contention = Backoff::new(Duration::from_millis(1), Duration::from_millis(16));
     let mut raced = 0;
     loop {

@@ -102,9 +102,21 @@ impl<'h> Wait<'h> {
     /// the handle listens): subscribed now, before the first attempt, so that a
     /// release announced while an attempt is under way still cuts the pause after it
     /// short.
-    #[cfg(feature = "postgres")]
-    pub(crate) fn woken_for(mut self, key: &str) -> Self {
-        self.wakeups = self.handle.notifier.as_ref().map(|n| n.subscribe(key));
+    ///
+    /// Without the feature, or where the handle does not listen, the wait polls.
+    pub(crate) fn woken_for(self, key: &str) -> Self {
+        self.woken_for_any(&[key])
+    }
+
+    /// Also wakes at a release announced for any of `keys` (a multi-lock's keys; a
+    /// semaphore's name and the prefix of its permits, which a permit's release wakes),
+    /// as [`woken_for`](Self::woken_for) does for one.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut, unused_variables))]
+    pub(crate) fn woken_for_any(mut self, keys: &[&str]) -> Self {
+        #[cfg(feature = "postgres")]
+        {
+            self.wakeups = self.handle.notifier.as_ref().map(|n| n.subscribe_any(keys));
+        }
         self
     }
 

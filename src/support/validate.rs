@@ -204,7 +204,13 @@ pub(crate) fn semaphore(name: &str, permits: u32) -> Result<String> {
             max: MAX_PERMITS,
         });
     }
-    Ok(format!("{SEMAPHORE_KEY_PREFIX}{name}#"))
+    Ok(permit_prefix(name))
+}
+
+/// What the keys of the semaphore `name`'s permits start with: `semaphore:<name>#`
+/// ([`parent_of`] tells each permit's key back to `name`).
+pub(crate) fn permit_prefix(name: &str) -> String {
+    format!("{SEMAPHORE_KEY_PREFIX}{name}#")
 }
 
 /// Checks how many permits an acquisition takes at once.
