@@ -205,7 +205,11 @@ pub enum Command {
     /// Times are the database's. A for-update lock is not seen (it lives in its
     /// holder's transaction): its key shows as free. A holder with presence whose
     /// process died shows as gone, and its key as free: the next acquirer takes it at
-    /// once.
+    /// once. A name that shared runs (--shared) hold shows its readers and the
+    /// exclusive runs waiting behind them (waiting, never holding); with --json,
+    /// "readers", "waiting_writers" (owners) and "writer". A --limit name shows how
+    /// many of its permits are held; with --json, "permits" (N), "permits_held" and
+    /// "permit_holders".
     ///
     /// Exit status: 0 when the lock is held; 75 when it is free or its holder gone.
     #[command(verbatim_doc_comment)]

@@ -14,8 +14,8 @@ use sqlock::{Leader, Leadership, Locker};
 use crate::args::ElectArgs;
 use crate::duration::human;
 use crate::failure::Failure;
-use crate::ops::{print_fields, printable, utc};
 use crate::run::{start, supervise, Signals, Supervised};
+use crate::show::{print_fields, printable, utc};
 use crate::watcher::Watcher;
 
 pub(crate) async fn elect(locker: &Locker, args: ElectArgs) -> Result<i32, Failure> {

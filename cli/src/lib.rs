@@ -15,9 +15,11 @@ mod duration;
 mod elect;
 mod failure;
 mod limit;
+mod listing;
 mod manual;
 mod ops;
 mod run;
+mod show;
 mod tree;
 mod watcher;
 
@@ -249,8 +251,8 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Run(args) => run::run(&locker, args).await,
         Command::Elect(args) => elect::elect(&locker, args).await,
         Command::Leader { name, json } => elect::leader(&locker, &name, json).await,
-        Command::List { json } => ops::list(&locker, json).await,
-        Command::Status { key, json } => ops::status(&locker, &key, json).await,
+        Command::List { json } => listing::list(&locker, json).await,
+        Command::Status { key, json } => listing::status(&locker, &key, json).await,
         Command::Release {
             key,
             json,

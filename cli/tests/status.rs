@@ -136,3 +136,142 @@ fn status_refuses_bad_keys_and_needs_its_table() {
         }
     }
 }
+
+/// A command that writes `$SQLOCK_OWNER` to `<name>.in` and waits for `<name>.go`.
+fn holding(b: &Backend, name: &str) -> (String, std::path::PathBuf, std::path::PathBuf) {
+    let inside = b.path(&format!("{name}.in"));
+    let go = b.path(&format!("{name}.go"));
+    let script = format!(
+        "echo \"$SQLOCK_OWNER\" > {0}; while [ ! -e {1} ]; do sleep 0.02; done",
+        inside.display(),
+        go.display()
+    );
+    (script, inside, go)
+}
+
+/// Polls `status --json KEY` until `ready` holds of it, for 30 s at most.
+fn status_until(
+    b: &Backend,
+    k: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> (Option<i32>, serde_json::Value) {
+    let started = std::time::Instant::now();
+    loop {
+        let (code, json) = status_json(b, k);
+        if ready(&json) {
+            return (code, json);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}: status never showed what was awaited: {json}",
+            b.name
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn status_shows_readers_waiting_writers_and_permits() {
+    in_parallel(backends("cli_status_family"), |b| {
+        // A read-write lock: a shared run holds it, an exclusive run waits behind it.
+        let k = key("status-rw");
+        let (script, inside, go) = holding(&b, "reader");
+        let mut reader = b.spawn(
+            "reader",
+            &["run", "--shared", &k, "--", "sh", "-c", &script],
+        );
+        let reader_owner = wait_for_line(&inside, Duration::from_secs(30))
+            .trim()
+            .to_owned();
+        let mut writer = b.spawn("writer", &["run", "--exclusive", &k, "--", "true"]);
+        let (code, json) = status_until(&b, &k, |j| {
+            j["waiting_writers"]
+                .as_array()
+                .is_some_and(|w| w.len() == 1)
+        });
+        assert_eq!(code, Some(0), "{}: {json}", b.name);
+        assert_eq!(json["held"], true, "{}: {json}", b.name);
+        assert_eq!(json["shared"], "read", "{}: {json}", b.name);
+        assert_eq!(
+            json["readers"],
+            serde_json::json!([reader_owner]),
+            "{}: {json}",
+            b.name
+        );
+        assert_eq!(
+            json["writer"],
+            serde_json::Value::Null,
+            "{}: {json}",
+            b.name
+        );
+        // The waiting writer is no holder: the owner shown is nobody's (shared).
+        assert_eq!(json["owner"], "", "{}: {json}", b.name);
+        let text = stdout(&b.sqlock(&["status", &k]));
+        for want in [
+            "held in shared mode".to_owned(),
+            format!("readers          1 ({reader_owner})"),
+            "waiting writers  1 (".to_owned(),
+        ] {
+            assert!(
+                text.contains(&want),
+                "{}: {want:?} missing from {text}",
+                b.name
+            );
+        }
+        fs::write(&go, "").unwrap();
+        for (child, log) in [(&mut reader, "reader"), (&mut writer, "writer")] {
+            assert_eq!(
+                wait_exit(child, Duration::from_secs(30)),
+                0,
+                "{}: {}",
+                b.name,
+                b.log(log)
+            );
+        }
+
+        // A semaphore of 3: two runs hold a permit each.
+        let s = key("status-sem");
+        let mut runs = Vec::new();
+        let mut gos = Vec::new();
+        for i in 0..2 {
+            let (script, inside, go) = holding(&b, &format!("permit{i}"));
+            let log = format!("permit{i}");
+            runs.push((
+                b.spawn(
+                    &log,
+                    &["run", "--limit", "3", &s, "--", "sh", "-c", &script],
+                ),
+                log,
+            ));
+            wait_for_line(&inside, Duration::from_secs(30));
+            gos.push(go);
+        }
+        let (code, json) = status_json(&b, &s);
+        assert_eq!(code, Some(0), "{}: {json}", b.name);
+        assert_eq!(json["shared"], "semaphore", "{}: {json}", b.name);
+        assert_eq!(json["permits"], 3, "{}: {json}", b.name);
+        assert_eq!(json["permits_held"], 2, "{}: {json}", b.name);
+        assert_eq!(
+            json["permit_holders"].as_array().map(Vec::len),
+            Some(2),
+            "{}: {json}",
+            b.name
+        );
+        let text = stdout(&b.sqlock(&["status", &s]));
+        assert!(text.contains("2 of 3 held"), "{}: {text}", b.name);
+        for go in &gos {
+            fs::write(go, "").unwrap();
+        }
+        for (child, log) in &mut runs {
+            assert_eq!(
+                wait_exit(child, Duration::from_secs(30)),
+                0,
+                "{}: {}",
+                b.name,
+                b.log(log)
+            );
+        }
+        let (code, json) = status_json(&b, &s);
+        assert_eq!(code, Some(75), "{}: {json}", b.name);
+    });
+}
