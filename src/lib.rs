@@ -149,11 +149,10 @@ pub use support::error::{Error, Result};
 pub use support::lost::{LostReason, LostSignal};
 pub use support::strategy_kind::{Strategy, UnknownStrategy};
 pub use support::validate::{
-    TableName, DEFAULT_TABLE, ELECTION_KEY_PREFIX, MAX_ELECTION_NAME_BYTES, MAX_IDENTITY_BYTES,
-    MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
+    TableName, DEFAULT_TABLE, MAX_ELECTION_NAME_BYTES, MAX_IDENTITY_BYTES, MAX_KEY_BYTES,
+    MAX_TABLE_NAME_BYTES, MAX_TTL, MIN_TTL,
 };
-pub use support::validate::{MAX_PERMITS, MAX_SEMAPHORE_NAME_BYTES, SEMAPHORE_KEY_PREFIX};
-pub use support::validate::{READ_MARKER, WRITE_MARKER};
+pub use support::validate::{MAX_PERMITS, MAX_SEMAPHORE_NAME_BYTES};
 
 /// Not part of the public API: hidden, unstable, free to change in any release.
 ///

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sqlock::{
     DbPool, Dialect, Election, LeaderTerm, LeaderWatch, Leadership, LockGuard, Locker, LostReason,
-    LostSignal, SweepOptions, SweeperHandle,
+    LostSignal, MultiLockGuard, Semaphore, SemaphoreGuard, SweepOptions, SweeperHandle,
 };
 
 fn send_static<T: Send + 'static>(_: T) {}
@@ -107,6 +107,64 @@ fn bounds() {
         (g, lent)
     });
     let g: LockGuard = any();
+    let pg: sqlx::PgPool = any();
+    send_static(async move {
+        let mut conn = pg.acquire().await?;
+        g.fence(&mut *conn).await?;
+        anyhow::Ok(())
+    });
+
+    // Multi-locks: the request's futures, built inside the future from the owned
+    // handle, and the guard's.
+    send_sync_static::<MultiLockGuard>();
+    let l = locker.clone();
+    send_static(async move { l.lock_many(&["a", "b"]).ttl(d).try_acquire().await });
+    let l = locker.clone();
+    send_static(async move { l.lock_many(&["a", "b"]).acquire().await });
+    let l = locker.clone();
+    send_static(async move { l.lock_many(&["a", "b"]).timeout(d).acquire_timeout(d).await });
+    let g: MultiLockGuard = any();
+    send_static(async move { g.release().await });
+    let g: MultiLockGuard = any();
+    let pg: sqlx::PgPool = any();
+    send_static(async move {
+        let mut conn = pg.acquire().await?;
+        g.fence(&mut *conn).await?;
+        anyhow::Ok(())
+    });
+
+    // Read-write locks: both sides' futures; their guards are lock guards.
+    let l = locker.clone();
+    send_static(async move { l.read_lock("rw").ttl(d).try_acquire().await });
+    let l = locker.clone();
+    send_static(async move { l.read_lock("rw").acquire().await });
+    let l = locker.clone();
+    send_static(async move { l.write_lock("rw").acquire_timeout(d).await });
+    let l = locker.clone();
+    send_static(async move { l.rwlocks().await });
+
+    // Semaphores: the semaphore, its futures, and its guard's.
+    send_sync_clone_static::<Semaphore>();
+    send_sync_static::<SemaphoreGuard>();
+    let sem = locker.semaphore("s", 3);
+    send_static(async move { sem.try_acquire().await });
+    let sem = locker.semaphore("s", 3);
+    send_static(async move { sem.acquire().await });
+    let sem = locker.semaphore("s", 3);
+    send_static(async move { sem.acquire_timeout(d).await });
+    let sem = locker.semaphore("s", 3);
+    send_static(async move { sem.try_acquire_many(2).await });
+    let sem = locker.semaphore("s", 3);
+    send_static(async move { sem.acquire_many(2).await });
+    let sem = locker.semaphore("s", 3);
+    send_static(async move { sem.acquire_many_timeout(2, d).await });
+    let sem = locker.semaphore("s", 3);
+    send_static(async move { sem.holders().await });
+    let l = locker.clone();
+    send_static(async move { l.semaphores().await });
+    let g: SemaphoreGuard = any();
+    send_static(async move { g.release().await });
+    let g: SemaphoreGuard = any();
     let pg: sqlx::PgPool = any();
     send_static(async move {
         let mut conn = pg.acquire().await?;

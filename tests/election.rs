@@ -77,7 +77,7 @@ async fn candidate_process() -> anyhow::Result<()> {
     println!("READY {owner}");
     let event = |kind, token, sent, ack| Event {
         kind,
-        key: election.key(),
+        key: election.key().to_owned(),
         owner: owner.clone(),
         token,
         sent,
@@ -570,15 +570,12 @@ async fn a_plain_lock_on_an_election_key_is_no_leader() -> anyhow::Result<()> {
         let locker = b.fresh_table().await?;
         let election = locker.election("plain");
         let plain = locker.new_handle();
-        let g = plain.try_acquire(&election.key()).await?.expect("free");
+        let g = plain.try_acquire(election.key()).await?.expect("free");
         assert!(election.try_campaign().await?.is_none(), "{what}");
         assert!(election.leader().await?.is_none(), "{what}");
         assert!(g.release().await?);
         let l = election.try_campaign().await?.expect("free again");
-        assert!(
-            plain.try_acquire(&election.key()).await?.is_none(),
-            "{what}"
-        );
+        assert!(plain.try_acquire(election.key()).await?.is_none(), "{what}");
         assert_eq!(election.leader().await?.map(|x| x.term), Some(l.term()));
         assert!(l.resign().await?);
     }
@@ -617,7 +614,7 @@ async fn lead_cancels_the_work_when_leadership_is_lost() -> anyhow::Result<()> {
         let first_term = tokio::time::timeout(DEADLINE, started_rx.recv())
             .await?
             .context("the work started")?;
-        assert!(admin.force_release_now(&key).await?, "{what}");
+        assert!(admin.force_release_now(key).await?, "{what}");
         let outcome = tokio::time::timeout(DEADLINE, lead).await??;
         match outcome {
             Err(Error::LeadershipLost {
@@ -653,7 +650,7 @@ async fn lead_cancels_the_work_when_leadership_is_lost() -> anyhow::Result<()> {
         let first = tokio::time::timeout(DEADLINE, started_rx.recv())
             .await?
             .context("the first term")?;
-        assert!(admin.force_release_now(&key).await?, "{what}");
+        assert!(admin.force_release_now(key).await?, "{what}");
         let last = tokio::time::timeout(DEADLINE, again).await???;
         assert!(last > first, "{what}: term {last} after {first}");
         assert!(

@@ -276,7 +276,7 @@ async fn shared_holds_are_each_revoked() -> anyhow::Result<()> {
         let one = sem.acquire().await?;
         let two = c.semaphore("pool", 2).acquire().await?;
         let r = operator
-            .force_release(one.keys()[0])
+            .force_release(one.keys().next().unwrap())
             .await?
             .context("not held")?;
         assert_eq!(r.revoked, 1, "{d}");
@@ -348,7 +348,7 @@ async fn a_revoked_leader_ends_its_term_when_it_resigns() -> anyhow::Result<()> 
         let rival = b.locker().await?;
         let leading = leader.election("lead").campaign().await?;
         let mut lost = leading.lost();
-        let key = leader.election("lead").key();
+        let key = leader.election("lead").key().to_owned();
         let r = rival.force_release(&key).await?.context("not held")?;
         assert_eq!(r.revoked, 1, "{d}");
         let reason = tokio::time::timeout(DEADLINE, lost.wait()).await?;

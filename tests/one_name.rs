@@ -521,13 +521,21 @@ async fn force_releasing_a_shared_name_releases_its_holds() -> anyhow::Result<()
         // One read at a time.
         let a = r1.read_lock("one").acquire().await?;
         let c = r2.read_lock("one").acquire().await?;
-        assert!(operator.force_release_now(a.key()).await?);
+        assert!(
+            operator
+                .force_release_now(&format!("one@read:{}", r1.owner()))
+                .await?
+        );
         assert_eq!(
             operator.lock_info("one").await?.map(|l| l.hold_count),
             Some(1)
         );
         assert!(operator.try_acquire("one").await?.is_none());
-        assert!(operator.force_release_now(c.key()).await?);
+        assert!(
+            operator
+                .force_release_now(&format!("one@read:{}", r2.owner()))
+                .await?
+        );
         let g = operator.try_acquire("one").await?;
         assert!(
             g.is_some(),
@@ -574,7 +582,7 @@ async fn one_name_worker_process() -> anyhow::Result<()> {
             .read_lock(CRASH_NAME)
             .acquire_timeout(DEADLINE)
             .await?;
-        let held = (g.key().to_owned(), g.fencing_token());
+        let held = (format!("{CRASH_NAME}@read:{owner}"), g.fencing_token());
         std::mem::forget(g);
         held
     } else {
@@ -582,7 +590,7 @@ async fn one_name_worker_process() -> anyhow::Result<()> {
             .semaphore(CRASH_NAME, PERMITS)
             .acquire_timeout(DEADLINE)
             .await?;
-        let held = (g.keys()[0].to_owned(), g.fencing_token());
+        let held = (g.keys().next().unwrap().to_owned(), g.fencing_token());
         std::mem::forget(g);
         held
     };

@@ -49,7 +49,8 @@ async fn readers_share_and_a_writer_excludes() -> anyhow::Result<()> {
         let (c, w) = (a.new_handle(), a.new_handle());
         let ra = a.read_lock("doc").acquire_timeout(DEADLINE).await?;
         let rc = c.read_lock("doc").acquire_timeout(DEADLINE).await?;
-        assert_eq!(ra.key(), format!("doc@read:{}", a.owner()));
+        // A read's key is the lock's name; its own row is internal.
+        assert_eq!(ra.key(), "doc");
         // Readers in: no writer.
         assert!(w.write_lock("doc").try_acquire().await?.is_none());
         let waited = w
@@ -279,7 +280,7 @@ async fn a_write_released_beside_a_read_release_leaves_no_count() -> anyhow::Res
             "UPDATE {} SET locked = FALSE, hold_count = 0 WHERE lock_key = $1",
             b.quoted()
         )))
-        .bind(read.key())
+        .bind(format!("race@read:{}", holder.owner()))
         .execute(&mut *tx)
         .await?;
         let releasing = tokio::spawn(write.release());
@@ -325,7 +326,7 @@ async fn a_dead_readers_hold_comes_back_at_its_ttl() -> anyhow::Result<()> {
             .auto_renew(false)
             .acquire()
             .await?;
-        let key = read.key().to_owned();
+        let key = format!("gone@read:{}", dead.owner());
         // The holder vanishes without a release.
         std::mem::forget(read);
         assert!(writer.write_lock("gone").try_acquire().await?.is_none());
@@ -592,10 +593,11 @@ async fn read_and_write_holds_are_renewed_alike() -> anyhow::Result<()> {
             .ttl(RENEWED_TTL)
             .acquire_timeout(DEADLINE)
             .await?;
-        assert_eq!(read.key(), format!("shared@read:{}", reader.owner()));
+        assert_eq!(read.key(), "shared");
         assert_eq!(write.key(), "sole");
         let (read_granted, write_granted) = (read.expires_at(), write.expires_at());
-        outlives_its_grant(&other, read.key(), read_granted)
+        let read_row = format!("shared@read:{}", reader.owner());
+        outlives_its_grant(&other, &read_row, read_granted)
             .await
             .map_err(|e| e.context(format!("{}: the read hold", b.dialect)))?;
         outlives_its_grant(&other, write.key(), write_granted)
@@ -650,8 +652,9 @@ async fn a_downgraded_read_is_renewed() -> anyhow::Result<()> {
             .await?
             .expect("a writer's read is granted at once");
         assert!(write.release().await?);
-        assert_eq!(read.key(), format!("down@read:{}", holder.owner()));
-        outlives_its_grant(&other, read.key(), read.expires_at())
+        assert_eq!(read.key(), "down");
+        let read_row = format!("down@read:{}", holder.owner());
+        outlives_its_grant(&other, &read_row, read.expires_at())
             .await
             .map_err(|e| e.context(format!("{}: the downgraded read", b.dialect)))?;
         assert!(
@@ -803,7 +806,9 @@ async fn a_force_released_read_fires_its_lost_signal() -> anyhow::Result<()> {
         let mut lost = read.lost();
         assert!(!read.is_lost());
         assert!(
-            operator.force_release_now(read.key()).await?,
+            operator
+                .force_release_now(&format!("forced@read:{}", reader.owner()))
+                .await?,
             "{}: nothing live was released",
             b.dialect
         );

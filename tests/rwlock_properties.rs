@@ -110,7 +110,13 @@ async fn check(b: &common::Backend, name: &str, ops: &[Op]) -> anyhow::Result<()
                 };
                 match &guards[h] {
                     Some((held, g)) if live[h].is_some() => {
-                        b.expire(first.pool(), g.key()).await?;
+                        // A read's own row, or the name's for the write side.
+                        let row = if *held == Held::Read {
+                            format!("{}@read:{}", g.key(), g.owner())
+                        } else {
+                            g.key().to_owned()
+                        };
+                        b.expire(first.pool(), &row).await?;
                         live[h] = None;
                         if *held == Held::Read {
                             if reads(&live) == 0 {

@@ -60,18 +60,14 @@ fn granted_at(g: &SemaphoreGuard) -> i64 {
 /// The `GRANTED_AT key owner token µs` lines of a grant, one per permit.
 fn granted_at_lines(g: &SemaphoreGuard, owner: &str) -> Vec<String> {
     let at = granted_at(g);
-    g.keys()
-        .into_iter()
-        .zip(g.fencing_tokens())
+    g.tokens()
         .map(|(key, token)| GrantedAt::line(key, owner, token, at))
         .collect()
 }
 
 /// The events of a guard's grant (or release), one per permit.
 fn events(kind: Kind, g: &SemaphoreGuard, owner: &str, sent: u64, ack: u64) -> Vec<Event> {
-    g.keys()
-        .into_iter()
-        .zip(g.fencing_tokens())
+    g.tokens()
         .map(|(key, token)| Event {
             kind: kind.clone(),
             key: key.to_owned(),
@@ -86,8 +82,8 @@ fn events(kind: Kind, g: &SemaphoreGuard, owner: &str, sent: u64, ack: u64) -> V
 /// Releases `g`, with the events of its permits' release.
 async fn release(g: SemaphoreGuard, owner: &str) -> anyhow::Result<(bool, Vec<Event>)> {
     let (keys, tokens) = (
-        g.keys().into_iter().map(str::to_owned).collect::<Vec<_>>(),
-        g.fencing_tokens(),
+        g.keys().map(str::to_owned).collect::<Vec<_>>(),
+        g.tokens().map(|(_, t)| t).collect::<Vec<_>>(),
     );
     let sent = now();
     let held = g.release().await?;
@@ -153,7 +149,7 @@ async fn worker_process() -> anyhow::Result<()> {
         for l in granted_at_lines(&g, &owner) {
             println!("{l}");
         }
-        println!("HELD {}", g.keys()[0]);
+        println!("HELD {}", g.keys().next().unwrap_or_default());
         let mut line = String::new();
         BufReader::new(tokio::io::stdin())
             .read_line(&mut line)
@@ -177,7 +173,7 @@ async fn worker_process() -> anyhow::Result<()> {
         let k = 1 + u32::try_from((seed >> 33) % 2)?;
         let sent = now();
         let g = sem.acquire_many_timeout(k, DEADLINE).await?;
-        anyhow::ensure!(g.permits() == k as usize, "{} permits of {k}", g.permits());
+        anyhow::ensure!(g.permits() == k, "{} permits of {k}", g.permits());
         print(events(Kind::Grant, &g, &owner, sent, now()));
         for l in granted_at_lines(&g, &owner) {
             println!("{l}");
@@ -321,7 +317,7 @@ async fn take_slot(locker: &Locker, slot: &str, seen: &mut Seen) -> anyhow::Resu
             for l in granted_at_lines(&g, &owner) {
                 seen.keep(&l);
             }
-            if g.keys() == [slot] {
+            if g.keys().eq([slot]) {
                 break g;
             }
             anyhow::ensure!(

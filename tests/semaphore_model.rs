@@ -73,12 +73,8 @@ async fn check_interleaving(b: &common::Backend, name: &str, ops: &[Op]) -> anyh
                     got.is_some()
                 );
                 if let Some(g) = got {
-                    anyhow::ensure!(
-                        g.permits() == k as usize,
-                        "step {step}: {} permits",
-                        g.permits()
-                    );
-                    for (key, token) in g.keys().into_iter().zip(g.fencing_tokens()) {
+                    anyhow::ensure!(g.permits() == k, "step {step}: {} permits", g.permits());
+                    for (key, token) in g.tokens() {
                         let s = slot(key);
                         anyhow::ensure!(s < N as usize, "step {step}: slot of {key}");
                         anyhow::ensure!(slots[s].is_none(), "step {step}: {key} was held");
@@ -102,7 +98,7 @@ async fn check_interleaving(b: &common::Backend, name: &str, ops: &[Op]) -> anyh
                 } else {
                     guards[h].pop().unwrap()
                 };
-                let live = g.keys().iter().all(|k| slots[slot(k)] == Some(id));
+                let live = g.keys().all(|k| slots[slot(k)] == Some(id));
                 let ok = g.release().await?;
                 anyhow::ensure!(ok == live, "step {step} {op:?}: release said {ok}");
                 for s in slots.iter_mut().filter(|s| **s == Some(id)) {

@@ -57,7 +57,7 @@ impl Held {
                 ("SQLOCK_LIMIT", limit.unwrap_or(1).to_string()),
                 (
                     "SQLOCK_PERMIT",
-                    g.keys().first().copied().unwrap_or_default().to_owned(),
+                    g.keys().next().unwrap_or_default().to_owned(),
                 ),
             ],
         }

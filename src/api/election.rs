@@ -3,7 +3,7 @@
 //! the leader's term, with its campaign (try, deadline, forever) and the calls that run
 //! the leader's work while leadership lasts.
 //!
-//! An election is a lease on the key [`ELECTION_KEY_PREFIX`]`<name>`, taken with the
+//! An election is a lease on the key `election:<name>`, taken with the
 //! lease strategy and renewed by the handle's watchdog like any lease. Once granted,
 //! the candidate records its identity for the grant's term (`elect_claim.sql`), in a
 //! statement that succeeds only while the lease is still its own; only then is it the
@@ -29,7 +29,7 @@ pub const DEFAULT_OBSERVE_POLL: Duration = Duration::from_secs(1);
 /// One candidate in a named election, made by
 /// [`Locker::election`](crate::Locker::election).
 ///
-/// An election is a lease on the key `election:<name>` (see [`ELECTION_KEY_PREFIX`]);
+/// An election is a lease on the key `election:<name>`;
 /// the leader is the candidate that holds it, and its **term** is the lease's fencing
 /// token: terms of one election rise strictly with every new leader, so the resource
 /// the leader acts on can refuse a deposed leader's writes
@@ -91,7 +91,10 @@ pub const DEFAULT_OBSERVE_POLL: Duration = Duration::from_secs(1);
 pub struct Election {
     pub(crate) locker: Locker,
     name: String,
-    identity: Option<String>,
+    /// The election's lock key: the prefix and the name (checked when it campaigns).
+    key: String,
+    /// The identity recorded when it leads: the handle's owner id unless given.
+    identity: String,
     ttl: Option<Duration>,
     poll: Duration,
 }
@@ -99,10 +102,12 @@ pub struct Election {
 impl Election {
     /// A candidate in the election `name`, on a new handle of `locker`.
     pub(crate) fn new(locker: &Locker, name: &str) -> Self {
+        let locker = locker.new_handle();
         Self {
-            locker: locker.new_handle(),
+            key: format!("{ELECTION_KEY_PREFIX}{name}"),
+            identity: locker.owner().to_string(),
+            locker,
             name: name.to_owned(),
-            identity: None,
             ttl: None,
             poll: DEFAULT_OBSERVE_POLL,
         }
@@ -113,7 +118,7 @@ impl Election {
     /// [`MAX_IDENTITY_BYTES`](crate::MAX_IDENTITY_BYTES) bytes of UTF-8 without NUL,
     /// checked when the candidate campaigns. Defaults to the candidate's owner id.
     pub fn id(mut self, identity: impl Into<String>) -> Self {
-        self.identity = Some(identity.into());
+        self.identity = identity.into();
         self
     }
 
@@ -141,16 +146,14 @@ impl Election {
         &self.name
     }
 
-    /// The election's lock key: [`ELECTION_KEY_PREFIX`] and the name.
-    pub fn key(&self) -> String {
-        format!("{ELECTION_KEY_PREFIX}{}", self.name)
+    /// The election's lock key: `election:<name>`.
+    pub fn key(&self) -> &str {
+        &self.key
     }
 
     /// The identity this candidate records when it leads.
-    pub fn identity(&self) -> String {
-        self.identity
-            .clone()
-            .unwrap_or_else(|| self.locker.owner().to_string())
+    pub fn identity(&self) -> &str {
+        &self.identity
     }
 
     /// The candidate's handle: its owner id is the leader's `owner` in the lock table.
@@ -275,9 +278,8 @@ impl Election {
     /// The election's key and the candidate's identity, checked before any SQL.
     fn checked(&self) -> Result<(String, String)> {
         let key = validate::election_key(&self.name)?;
-        let identity = self.identity();
-        validate::identity(&identity)?;
-        Ok((key, identity))
+        validate::identity(&self.identity)?;
+        Ok((key, self.identity.clone()))
     }
 
     /// A request for the election's lease: always a lease, renewed by the watchdog,

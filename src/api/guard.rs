@@ -11,9 +11,9 @@ use crate::strategy::handle::Handle;
 use crate::strategy::held_transaction::LentTransaction;
 use crate::strategy::{Hold, LockId};
 use crate::support::error::{Error, Result};
-use crate::support::lost::LostSignal;
+use crate::support::lost::{LostReason, LostSignal};
 use crate::support::strategy_kind::Strategy;
-use crate::support::validate;
+use crate::support::validate::{self, parent_of, Shared};
 
 /// A held lock.
 ///
@@ -235,9 +235,19 @@ impl LockGuard {
         self.lost.is_lost()
     }
 
-    /// The lock's key.
+    /// Why the lock was lost, if it was: the reason its [`lost`](Self::lost) signal
+    /// fired with. Cheap: sends nothing.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.lost.reason()
+    }
+
+    /// The lock's key; for a read of a read-write lock, the lock's name (the read's
+    /// own row, which [`Locker::list`](crate::Locker::list) shows, is internal).
     pub fn key(&self) -> &str {
-        &self.id.key
+        match parent_of(&self.id.key) {
+            Some((name, Shared::Read)) => name,
+            _ => &self.id.key,
+        }
     }
 
     /// How the lock is held in the table.

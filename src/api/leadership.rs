@@ -127,6 +127,11 @@ impl Leadership {
         self.guard.is_lost()
     }
 
+    /// Why leadership was lost, if it was. Cheap: sends nothing.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.guard.lost_reason()
+    }
+
     /// This term, to hand to the leader's work: cloneable, and able to fence writes.
     pub fn leader_term(&self) -> LeaderTerm {
         LeaderTerm {
@@ -278,6 +283,16 @@ impl LeaderTerm {
     /// The signal that fires when this term's leadership is lost.
     pub fn lost(&self) -> LostSignal {
         self.lost.clone()
+    }
+
+    /// Whether this term's leadership was found lost. Cheap: sends nothing.
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_lost()
+    }
+
+    /// Why this term's leadership was lost, if it was. Cheap: sends nothing.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.lost.reason()
     }
 
     /// Checks, inside the leader's own transaction on `conn`, that this term still

@@ -220,9 +220,8 @@ impl Locker {
     /// A candidate in the election `name`, on a new handle of this one (an owner id of
     /// its own, the same pool and settings): see [`Election`](crate::Election).
     ///
-    /// The election's lease is on the key `election:<name>`
-    /// ([`ELECTION_KEY_PREFIX`](crate::ELECTION_KEY_PREFIX)); the name is checked as a
-    /// key (1 to [`MAX_ELECTION_NAME_BYTES`](crate::MAX_ELECTION_NAME_BYTES) bytes, no
+    /// The election's lease is on the key `election:<name>`; the name is checked as
+    /// a key (1 to [`MAX_ELECTION_NAME_BYTES`](crate::MAX_ELECTION_NAME_BYTES) bytes, no
     /// NUL) by the calls that use it.
     ///
     /// ```

@@ -9,6 +9,7 @@ pub(crate) mod builder;
 pub(crate) mod election;
 pub(crate) mod fence;
 pub(crate) mod guard;
+pub(crate) mod guard_set;
 pub(crate) mod leadership;
 pub(crate) mod locker;
 pub(crate) mod multi;

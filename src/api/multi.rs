@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
+
+use crate::db::fence::FenceConnection;
 
 use crate::strategy::handle::Handle;
 use crate::strategy::lease::Renewal;
@@ -21,6 +21,7 @@ use crate::support::strategy_kind::Strategy;
 use crate::support::validate;
 
 use super::guard::LockGuard;
+use super::guard_set::GuardSet;
 use super::locker::Locker;
 
 /// The most distinct keys one multi-lock may take: 64.
@@ -370,75 +371,78 @@ impl MultiLockRequest<'_> {
 #[must_use = "if unused the locks are released again at once (in the background)"]
 pub struct MultiLockGuard {
     /// One lease guard per key, sorted by key.
-    guards: Vec<LockGuard>,
-    lost: LostSignal,
-    /// Forward each key's lost signal to the set's; aborted with the guard.
-    _watchers: JoinSet<()>,
+    set: GuardSet,
 }
 
 impl MultiLockGuard {
     fn new(guards: Vec<LockGuard>) -> Self {
-        let (fire, lost) = watch::channel(None::<LostReason>);
-        let fire = Arc::new(fire);
-        let mut watchers = JoinSet::new();
-        for guard in &guards {
-            let mut one = guard.lost();
-            let fire = Arc::clone(&fire);
-            watchers.spawn(async move {
-                let reason = one.wait().await;
-                // The first key lost names the reason; the signal stays fired.
-                fire.send_if_modified(|r| r.is_none() && r.replace(reason).is_none());
-            });
-        }
         Self {
-            guards,
-            lost: LostSignal::from(lost),
-            _watchers: watchers,
+            set: GuardSet::new(guards),
         }
     }
 
     /// The keys held, sorted (by their bytes) and without repeats.
     pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
-        self.guards.iter().map(LockGuard::key)
+        self.set.keys()
     }
 
     /// Each key with the fencing token of its lease, sorted by key. Fence each
     /// resource with the token of the key that guards it.
     pub fn tokens(&self) -> impl Iterator<Item = (&str, i64)> + '_ {
-        self.guards.iter().map(|g| (g.key(), g.fencing_token()))
+        self.set.tokens()
     }
 
     /// The fencing token of `key`'s lease, if the set holds `key`.
     pub fn fencing_token(&self, key: &str) -> Option<i64> {
-        self.guards
-            .iter()
-            .find(|g| g.key() == key)
-            .map(LockGuard::fencing_token)
+        self.set
+            .tokens()
+            .find(|(k, _)| *k == key)
+            .map(|(_, token)| token)
     }
 
     /// The earliest expiry of the set's leases, as last renewed.
     pub fn expires_at(&self) -> DateTime<Utc> {
-        self.guards
-            .iter()
-            .map(LockGuard::expires_at)
-            .min()
-            .unwrap_or(DateTime::<Utc>::MIN_UTC)
+        self.set.expires_at()
     }
 
     /// The guard of each key, sorted by key.
     pub fn guards(&self) -> &[LockGuard] {
-        &self.guards
+        self.set.guards()
     }
 
     /// A signal that fires when any key of the set is lost, with that key's reason.
     /// Waits forever once the set is released.
     pub fn lost(&self) -> LostSignal {
-        self.lost.clone()
+        self.set.lost()
     }
 
-    /// Whether any key of the set was lost.
+    /// Whether any key of the set was lost. Cheap: sends nothing.
     pub fn is_lost(&self) -> bool {
-        self.lost.is_lost()
+        self.set.is_lost()
+    }
+
+    /// Why the first key of the set lost was lost, if one was. Cheap: sends nothing.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.set.lost_reason()
+    }
+
+    /// Checks, inside the holder's own transaction on `conn`, that every key of the
+    /// set is still held (same owner, same token, unexpired on the database clock),
+    /// and keeps them so until that transaction ends, as [`LockGuard::fence`] does for
+    /// one lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockLost`] when a key is no longer held;
+    /// [`Error::FenceNotApplicable`] for a connection of another dialect; database
+    /// errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped the checks may or may not have run on `conn`; roll that
+    /// transaction back rather than commit it.
+    pub async fn fence<C: FenceConnection>(&self, conn: &mut C) -> Result<()> {
+        self.set.fence(conn).await
     }
 
     /// Gives every key back, one release statement per key, in key order: whether
@@ -451,23 +455,9 @@ impl MultiLockGuard {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe as a whole: keys not yet released when the future is dropped
-    /// are given back in the background, as on drop.
-    pub async fn release(mut self) -> Result<bool> {
-        self._watchers.abort_all();
-        let mut all = true;
-        let mut first_error = None;
-        for guard in std::mem::take(&mut self.guards) {
-            match guard.release().await {
-                Ok(held) => all &= held,
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(all),
-        }
+    /// Cancel safe: the releases run in a task of their own, and finish in the
+    /// background if the future is dropped.
+    pub async fn release(self) -> Result<bool> {
+        self.set.release().await
     }
 }

@@ -3,14 +3,13 @@
 //! set.
 
 use chrono::{DateTime, Utc};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::db::fence::FenceConnection;
-use crate::support::error::{Error, Result};
+use crate::support::error::Result;
 use crate::support::lost::{LostReason, LostSignal};
 
 use super::guard::LockGuard;
+use super::guard_set::GuardSet;
 
 /// Permits of a [`Semaphore`](crate::Semaphore), taken at once by one acquisition.
 ///
@@ -31,46 +30,16 @@ use super::guard::LockGuard;
 #[must_use = "if unused the permits are given back at once"]
 pub struct SemaphoreGuard {
     name: String,
-    permits: Vec<LockGuard>,
-    lost: LostSignal,
-    /// The tasks that fire `lost` when a permit is lost; stopped with the guard.
-    watchers: Vec<JoinHandle<()>>,
+    /// One lease guard per permit, by slot.
+    permits: GuardSet,
 }
 
 impl SemaphoreGuard {
     /// The guard of `permits` (one at least) of the semaphore `name`.
     pub(crate) fn new(name: String, permits: Vec<LockGuard>) -> Self {
-        let (lost, watchers) = match permits.as_slice() {
-            [one] => (one.lost(), Vec::new()),
-            _ => {
-                // One signal for the set: the first permit lost fires it.
-                let (tx, rx) = watch::channel(None);
-                let tx = std::sync::Arc::new(tx);
-                let watchers = permits
-                    .iter()
-                    .map(|permit| {
-                        let mut signal = permit.lost();
-                        let tx = tx.clone();
-                        tokio::spawn(async move {
-                            let reason = signal.wait().await;
-                            tx.send_if_modified(|now| {
-                                let first = now.is_none();
-                                if first {
-                                    *now = Some(reason);
-                                }
-                                first
-                            });
-                        })
-                    })
-                    .collect();
-                (LostSignal::from(rx), watchers)
-            }
-        };
         Self {
             name,
-            permits,
-            lost,
-            watchers,
+            permits: GuardSet::new(permits),
         }
     }
 
@@ -79,9 +48,10 @@ impl SemaphoreGuard {
         &self.name
     }
 
-    /// How many permits the guard holds.
-    pub fn permits(&self) -> usize {
-        self.permits.len()
+    /// How many permits the guard holds (of the semaphore's
+    /// [`permits`](crate::Semaphore::permits)).
+    pub fn permits(&self) -> u32 {
+        u32::try_from(self.permits.guards().len()).unwrap_or(u32::MAX)
     }
 
     /// The highest fencing token of the guard's permits: the one to fence with when
@@ -91,47 +61,43 @@ impl SemaphoreGuard {
     /// to the next (on PostgreSQL and MariaDB every grant of the table draws a higher
     /// token than the grants before it, across the semaphore's slots too). A resource
     /// that fences the semaphore's holders keeps the last token it saw per slot
-    /// ([`keys`](Self::keys)).
+    /// ([`tokens`](Self::tokens)).
     pub fn fencing_token(&self) -> i64 {
-        self.fencing_tokens().into_iter().max().unwrap_or(0)
+        self.tokens().map(|(_, token)| token).max().unwrap_or(0)
     }
 
-    /// Every permit's fencing token, in the order of [`keys`](Self::keys).
-    pub fn fencing_tokens(&self) -> Vec<i64> {
-        self.permits.iter().map(LockGuard::fencing_token).collect()
+    /// Each permit's slot key (`semaphore:<name>#<slot>`) with its fencing token, by
+    /// slot, as [`MultiLockGuard::tokens`](crate::MultiLockGuard::tokens) gives each
+    /// key's.
+    pub fn tokens(&self) -> impl Iterator<Item = (&str, i64)> + '_ {
+        self.permits.tokens()
     }
 
     /// The keys of the permits' slots (`semaphore:<name>#<slot>`), by slot.
-    pub fn keys(&self) -> Vec<&str> {
-        self.permits.iter().map(LockGuard::key).collect()
+    pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
+        self.permits.keys()
     }
 
     /// When the first of the permits expires unless renewed (database clock).
     pub fn expires_at(&self) -> DateTime<Utc> {
-        self.permits
-            .iter()
-            .map(LockGuard::expires_at)
-            .min()
-            .unwrap_or(DateTime::<Utc>::MIN_UTC)
+        self.permits.expires_at()
     }
 
     /// A signal that fires when any of the permits is lost (its lease no longer this
     /// owner's, or renewals failing until it may have lapsed), with the first reason.
     /// The permits left are still held until the guard is released or dropped.
     pub fn lost(&self) -> LostSignal {
-        self.lost.clone()
+        self.permits.lost()
     }
 
-    /// Whether any of the permits was lost.
+    /// Whether any of the permits was lost. Cheap: sends nothing.
     pub fn is_lost(&self) -> bool {
-        self.lost.is_lost() || self.permits.iter().any(LockGuard::is_lost)
+        self.permits.is_lost()
     }
 
-    /// Why a permit was lost, if one was.
+    /// Why a permit was lost, if one was. Cheap: sends nothing.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.lost
-            .reason()
-            .or_else(|| self.permits.iter().find_map(|p| p.lost().reason()))
+        self.permits.lost_reason()
     }
 
     /// Checks, inside the holder's own transaction on `conn`, that every permit of the
@@ -143,8 +109,8 @@ impl SemaphoreGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::LockLost`] when a permit is no longer held;
-    /// [`Error::FenceNotApplicable`] for a connection of another dialect; database
+    /// [`Error::LockLost`](crate::Error::LockLost) when a permit is no longer held;
+    /// [`Error::FenceNotApplicable`](crate::Error::FenceNotApplicable) for a connection of another dialect; database
     /// errors.
     ///
     /// # Cancel safety
@@ -165,7 +131,7 @@ impl SemaphoreGuard {
     /// let mut tx = pool.begin().await?;
     /// permit.fence(&mut *tx).await?; // fails, and nothing is written, if the permit was lost
     /// sqlx::query("INSERT INTO exports (slot, runs) VALUES (?, 1)")
-    ///     .bind(permit.keys()[0])
+    ///     .bind(permit.keys().next())
     ///     .execute(&mut *tx)
     ///     .await?;
     /// tx.commit().await?;
@@ -174,10 +140,7 @@ impl SemaphoreGuard {
     /// # }
     /// ```
     pub async fn fence<C: FenceConnection>(&self, conn: &mut C) -> Result<()> {
-        for permit in &self.permits {
-            permit.fence(&mut *conn).await?;
-        }
-        Ok(())
+        self.permits.fence(conn).await
     }
 
     /// Gives the permits back: whether every one of them was still this owner's. A
@@ -208,42 +171,7 @@ impl SemaphoreGuard {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn release(mut self) -> Result<bool> {
-        let permits = std::mem::take(&mut self.permits);
-        // In a task of its own, so that a caller that stops waiting leaves every
-        // release to finish: a release cut off half way would leave its permit to
-        // lapse at its expiry.
-        let releasing = tokio::spawn(async move {
-            let mut all = true;
-            let mut failed = None;
-            for permit in permits {
-                match permit.release().await {
-                    Ok(held) => all &= held,
-                    Err(e) => {
-                        all = false;
-                        failed.get_or_insert(e);
-                    }
-                }
-            }
-            match failed {
-                Some(e) => Err(e),
-                None => Ok(all),
-            }
-        });
-        match releasing.await {
-            Ok(released) => released,
-            // The task panicked: the permits it did not give back lapse at their expiry.
-            Err(_) => Err(Error::Database(sqlx::Error::WorkerCrashed)),
-        }
-    }
-}
-
-/// Stops the lost signal's watchers; each permit's own drop gives it back in the
-/// background (see the type's docs).
-impl Drop for SemaphoreGuard {
-    fn drop(&mut self) {
-        for watcher in &self.watchers {
-            watcher.abort();
-        }
+    pub async fn release(self) -> Result<bool> {
+        self.permits.release().await
     }
 }

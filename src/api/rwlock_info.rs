@@ -19,11 +19,11 @@ pub struct RwLockInfo {
     /// whose strategy reads `write`.
     pub writer: Option<LockInfo>,
     /// The reads that hold the name, each a lease of its own (its key is internal:
-    /// the name followed by [`READ_MARKER`](crate::READ_MARKER) and the reader's owner
+    /// the name followed by `@read:` and the reader's owner
     /// id).
     pub readers: Vec<LockInfo>,
     /// The writers that wait for the name: each holds an intent, a lease of its own
-    /// (its key is internal: the name followed by [`WRITE_MARKER`](crate::WRITE_MARKER)
+    /// (its key is internal: the name followed by `@write:`
     /// and the writer's owner id), so that later readers wait behind it.
     pub waiting_writers: Vec<LockInfo>,
 }

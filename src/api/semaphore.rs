@@ -30,8 +30,8 @@ use super::permits::SemaphoreGuard;
 /// (an owner, an expiry on the database clock, a fencing token), kept alive by the
 /// handle's watchdog like a lock's, so a crashed holder's permit comes back at its TTL
 /// and a paused one loses it then. The semaphore is N rows of the table, one per
-/// permit (its *slots*, on the keys `semaphore:<name>#0` to `#N-1`, see
-/// [`SEMAPHORE_KEY_PREFIX`](crate::SEMAPHORE_KEY_PREFIX)), never a counter: no
+/// permit (its *slots*, on the keys `semaphore:<name>#0` to `#N-1`), never a
+/// counter: no
 /// sequence of releases, crashes, sweeps or retries can let N + 1 hold at once, since
 /// each slot is a lease that one owner holds at a time.
 ///
@@ -385,7 +385,7 @@ impl Semaphore {
     /// # sqlock::migrate(&pool.clone().into()).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let permits = locker.semaphore("gigabytes", 16).acquire_many(4).await?;
-    /// assert_eq!(permits.fencing_tokens().len(), 4);
+    /// assert_eq!(permits.tokens().count(), 4);
     /// # Ok(())
     /// # }
     /// ```

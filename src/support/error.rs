@@ -227,8 +227,7 @@ pub enum Error {
     },
 
     /// Occurs when a lock, semaphore, election or read-write lock is asked for on a
-    /// name that contains [`READ_MARKER`](crate::READ_MARKER) (`@read:`) or
-    /// [`WRITE_MARKER`](crate::WRITE_MARKER) (`@write:`): the keys of that shape are a
+    /// name that contains `@read:` or `@write:`: the keys of that shape are a
     /// read-write lock's own holds (`NAME@read:OWNER`, `NAME@write:OWNER`), and a hold
     /// tells which name it holds by its shape alone. Reported before any SQL is sent.
     #[error(
@@ -264,8 +263,7 @@ pub enum Error {
 
     // The semaphore's errors (`Locker::semaphore`).
     /// Occurs when a lock is asked for on a key of the space reserved for semaphores'
-    /// permits, [`SEMAPHORE_KEY_PREFIX`](crate::SEMAPHORE_KEY_PREFIX): a permit is
-    /// taken through its [`Semaphore`](crate::Semaphore) only, so that no other lock
+    /// permits, `semaphore:`: a permit is taken through its [`Semaphore`](crate::Semaphore) only, so that no other lock
     /// can ever stand for one. A semaphore is refused such a name too. Reported before
     /// any SQL is sent.
     #[error("lock key {key:?} is reserved: keys starting with {prefix:?} are semaphores' permits")]

@@ -48,10 +48,10 @@ pub(crate) fn key(key: &str) -> Result<()> {
 /// What an election's name is prefixed with to make its lock key: `election:`, so
 /// that elections never share a key with the application's own locks (unless a lock is
 /// taken on such a key on purpose).
-pub const ELECTION_KEY_PREFIX: &str = "election:";
+pub(crate) const ELECTION_KEY_PREFIX: &str = "election:";
 
-/// The longest election name, in bytes of UTF-8: its key, with
-/// [`ELECTION_KEY_PREFIX`], must fit [`MAX_KEY_BYTES`].
+/// The longest election name, in bytes of UTF-8: its key, `election:<name>`, must
+/// fit [`MAX_KEY_BYTES`].
 pub const MAX_ELECTION_NAME_BYTES: usize = MAX_KEY_BYTES - ELECTION_KEY_PREFIX.len();
 
 /// The longest leader identity, in bytes of UTF-8 (its column is 255 wide).
@@ -79,23 +79,23 @@ pub(crate) fn election_key(name: &str) -> Result<String> {
 /// slot `i` of the semaphore `name` is the lease on `semaphore:<name>#<i>`. Plain
 /// locks are refused on these keys ([`Error::ReservedKey`]), so that no lock of
 /// another kind can stand for a permit.
-pub const SEMAPHORE_KEY_PREFIX: &str = "semaphore:";
+pub(crate) const SEMAPHORE_KEY_PREFIX: &str = "semaphore:";
 
 /// The most permits a semaphore may have: 1000.
 pub const MAX_PERMITS: u32 = 1000;
 
-/// The longest semaphore name, in bytes of UTF-8: its permits' keys (with
-/// [`SEMAPHORE_KEY_PREFIX`], `#` and a slot number of up to three digits) must fit
+/// The longest semaphore name, in bytes of UTF-8: its permits' keys
+/// (`semaphore:<name>#<slot>`, a slot number of up to three digits) must fit
 /// [`MAX_KEY_BYTES`].
 pub const MAX_SEMAPHORE_NAME_BYTES: usize = MAX_KEY_BYTES - SEMAPHORE_KEY_PREFIX.len() - 4;
 
 /// What a read hold's key puts between the read-write lock's name and its owner id:
 /// the read hold of `owner` of the lock `name` is the row `name@read:<owner>`.
-pub const READ_MARKER: &str = "@read:";
+pub(crate) const READ_MARKER: &str = "@read:";
 
 /// What a waiting writer's intent puts between the read-write lock's name and its
 /// owner id: `name@write:<owner>`.
-pub const WRITE_MARKER: &str = "@write:";
+pub(crate) const WRITE_MARKER: &str = "@write:";
 
 /// The length of an owner id as keys carry it: a hyphenated UUID.
 pub(crate) const OWNER_ID_CHARS: usize = 36;

@@ -171,8 +171,10 @@ impl From<anyhow::Result<Outcome>> for Kind {
 
 /// One hold of the workload's primitive.
 enum Held {
-    /// A lock of any strategy, or either side of a read-write lock.
+    /// A lock of any strategy, or the write side of a read-write lock.
     Lock(LockGuard),
+    /// A read of a read-write lock.
+    Read(LockGuard),
     Multi(MultiLockGuard),
     Permit(SemaphoreGuard),
     Leader(Leadership),
@@ -183,13 +185,11 @@ impl Held {
     fn tokens(&self) -> Vec<(String, i64)> {
         match self {
             Self::Lock(g) => vec![(g.key().to_owned(), g.fencing_token())],
+            // Told by the read's own row (the name's read by this owner), as the
+            // history checker tells reads from the write side.
+            Self::Read(g) => vec![(format!("{}@read:{}", g.key(), g.owner()), g.fencing_token())],
             Self::Multi(m) => m.tokens().map(|(k, t)| (k.to_owned(), t)).collect(),
-            Self::Permit(p) => p
-                .keys()
-                .into_iter()
-                .map(str::to_owned)
-                .zip(p.fencing_tokens())
-                .collect(),
+            Self::Permit(p) => p.tokens().map(|(k, t)| (k.to_owned(), t)).collect(),
             Self::Leader(l) => vec![(l.key().to_owned(), l.term())],
         }
     }
@@ -198,11 +198,7 @@ impl Held {
     fn counter(&self) -> anyhow::Result<i64> {
         match self {
             Self::Permit(p) => {
-                let key = p
-                    .keys()
-                    .first()
-                    .copied()
-                    .context("a permit without a key")?;
+                let key = p.keys().next().context("a permit without a key")?;
                 let slot = key.rsplit('#').next().context("a slot's key")?;
                 Ok(slot.parse()?)
             }
@@ -212,13 +208,13 @@ impl Held {
 
     /// Whether the hold writes: a reader of a read-write lock only reads.
     fn writes(&self) -> bool {
-        !matches!(self, Self::Lock(g) if g.key().contains("@read:"))
+        !matches!(self, Self::Read(_))
     }
 
     /// The fence checks of the hold, first in the write's transaction.
     async fn fence<C: FenceConnection>(&self, conn: &mut C) -> sqlock::Result<()> {
         match self {
-            Self::Lock(g) => g.fence(conn).await,
+            Self::Lock(g) | Self::Read(g) => g.fence(conn).await,
             Self::Multi(m) => {
                 for g in m.guards() {
                     g.fence(&mut *conn).await?;
@@ -235,7 +231,7 @@ impl Held {
     /// the hold's end, no more.
     async fn release(self) -> Kind {
         let released = match self {
-            Self::Lock(g) => g.release().await,
+            Self::Lock(g) | Self::Read(g) => g.release().await,
             Self::Leader(l) => l.resign().await,
             Self::Multi(m) => {
                 return match m.release().await {
@@ -304,7 +300,7 @@ async fn acquire(
             .read_lock(KEY)
             .acquire_timeout(wait)
             .await
-            .map(Held::Lock),
+            .map(Held::Read),
         Primitive::RwLock => locker
             .write_lock(KEY)
             .acquire_timeout(wait)
