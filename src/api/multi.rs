@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use crate::db::fence::FenceConnection;
 
 use crate::strategy::handle::Handle;
+use crate::strategy::landing::{Landing, Leases};
 use crate::strategy::lease::Renewal;
 use crate::strategy::multi::{self, MultiAsk};
 use crate::strategy::wait::{Turn, Wait, CONTENTION_RETRIES};
@@ -323,7 +324,7 @@ impl MultiLockRequest<'_> {
     fn guard(
         &self,
         ask: &MultiAsk,
-        landing: crate::strategy::landing::Landing,
+        landing: Landing<Leases>,
         sent: Instant,
         started: Instant,
     ) -> MultiLockGuard {
@@ -336,7 +337,7 @@ impl MultiLockRequest<'_> {
         let guards = ask
             .keys
             .iter()
-            .zip(landing.take())
+            .zip(landing.take().into_grants())
             .map(|(key, grant)| {
                 shared
                     .meter

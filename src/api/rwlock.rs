@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::strategy::handle::Handle;
+use crate::strategy::landing::{Landing, Leases};
 use crate::strategy::lease::Renewal;
 use crate::strategy::rwlock::{intent_key, read_attempt};
 use crate::strategy::wait::{Turn, Wait};
@@ -393,12 +394,7 @@ impl<'a> RwLockRequest<'a> {
     }
 
     /// The guard of a read hold.
-    fn read_guard(
-        &self,
-        ttl: Duration,
-        landing: crate::strategy::landing::Landing,
-        sent: Instant,
-    ) -> LockGuard {
+    fn read_guard(&self, ttl: Duration, landing: Landing<Leases>, sent: Instant) -> LockGuard {
         let shared = self.shared;
         let renewal = Renewal {
             ttl,
@@ -411,6 +407,7 @@ impl<'a> RwLockRequest<'a> {
         let _until_held = shared.attempt_started(&key);
         let grant = landing
             .take()
+            .into_grants()
             .into_iter()
             .next()
             .expect("a read landing holds one grant");

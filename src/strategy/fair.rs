@@ -32,6 +32,7 @@ use crate::support::strategy_kind::Strategy;
 use super::attempt::try_once;
 use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
+use super::landing::{GiveBack, GivingBack, Landing};
 use super::release::release;
 
 /// How often a waiter behind the first looks, at most (and at least three times per
@@ -65,6 +66,13 @@ const JOIN_TRIES: u32 = 5;
 /// step that took it up was sent (the grant is valid until then plus its TTL).
 type Outcome = Result<Option<(Grant, Instant)>>;
 
+/// What the waiting task sends its caller: a grant, landed, so that it is given back
+/// if the caller is gone (see [`Landing`]).
+type Landed = Result<Option<(Landing<FairGrant>, Instant)>>;
+
+/// The channel on which the waiting task answers.
+type Answer = oneshot::Sender<Landed>;
+
 /// Takes the fair lock `ask` asks for: waits in the queue until it is handed the lock,
 /// or until `deadline` ([`Error::Timeout`]). With `once`, a single try: `None` when
 /// the lock is held or waiters are queued (no jumping the queue).
@@ -97,17 +105,12 @@ async fn wait_in_queue(
     once: bool,
 ) -> Result<Option<(Granted, Instant)>> {
     let started = Instant::now();
-    let (tx, rx) = oneshot::channel();
+    let (tx, mut rx) = oneshot::channel();
     tokio::spawn(queue(handle.clone(), ask.clone(), once, tx));
-    let mut landing = Landing {
-        rx,
-        handle: handle.clone(),
-        key: ask.key.clone(),
-        read: false,
-        runtime: tokio::runtime::Handle::current(),
-    };
+    // Dropped before it is read (the deadline, the caller gone), a grant sent meanwhile
+    // goes with the channel, and its landing gives it back.
     let received = match deadline {
-        Some(d) => match tokio::time::timeout_at(d, &mut landing.rx).await {
+        Some(d) => match tokio::time::timeout_at(d, &mut rx).await {
             Ok(received) => received,
             // The task sees the caller gone, and leaves the queue.
             Err(_) => {
@@ -117,24 +120,34 @@ async fn wait_in_queue(
                 })
             }
         },
-        None => (&mut landing.rx).await,
+        None => rx.await,
     };
-    landing.read = true;
     let Ok(outcome) = received else {
         // The task panicked: nothing was granted to us that we know of.
         return Err(Error::Database(sqlx::Error::WorkerCrashed));
     };
-    Ok(outcome?.map(|(grant, sent)| (Granted::Lease(grant), sent)))
+    Ok(outcome?.map(|(landing, sent)| (Granted::Lease(landing.take().grant), sent)))
 }
 
 /// The waiting task: waits, and gives back a grant the caller no longer waits for.
 /// It counts as an attempt of the handle on the key until it has left the queue.
-async fn queue(handle: Arc<Handle>, ask: Ask, once: bool, mut tx: oneshot::Sender<Outcome>) {
+async fn queue(handle: Arc<Handle>, ask: Ask, once: bool, mut tx: Answer) {
     let (outcome, in_flight) = run(&handle, &ask, once, &mut tx).await;
-    if let Err(Ok(Some((grant, _)))) = tx.send(outcome) {
-        give_back(&handle, &ask.key, grant.token).await;
-    }
-    drop(in_flight);
+    let landed = match outcome {
+        Ok(Some((grant, sent))) => {
+            let taken = FairGrant {
+                key: ask.key.clone(),
+                grant,
+                in_flight,
+            };
+            Ok(Some((Landing::new(handle.clone(), taken), sent)))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => Err(e),
+    };
+    // Nobody to hand it to: the landing, dropped here, gives the grant back (handing
+    // it on), and only then ends the attempt's mark.
+    drop(tx.send(landed));
 }
 
 /// Waits for the handle's earlier attempts on the key to settle (a wait whose caller
@@ -144,7 +157,7 @@ async fn run(
     handle: &Arc<Handle>,
     ask: &Ask,
     once: bool,
-    tx: &mut oneshot::Sender<Outcome>,
+    tx: &mut Answer,
 ) -> (Outcome, Option<InFlight>) {
     tokio::select! {
         () = handle.attempts_settled(&ask.key) => {}
@@ -178,12 +191,7 @@ async fn reenter(handle: &Arc<Handle>, ask: &Ask) -> Outcome {
 
 /// Joins the queue and waits for the lock; leaves the queue before it returns without
 /// a grant, and as soon as the caller is gone (`tx` closed).
-async fn wait(
-    handle: &Arc<Handle>,
-    ask: &Ask,
-    once: bool,
-    tx: &mut oneshot::Sender<Outcome>,
-) -> Outcome {
+async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> Outcome {
     let db = &handle.db;
     let settings = &handle.settings;
     // A place lasts the lock's TTL and is renewed three times per TTL at least.
@@ -424,31 +432,22 @@ async fn give_back(handle: &Handle, key: &str, token: i64) {
     }
 }
 
-/// The receiving end of a wait. Dropped unread, it closes the channel (so that the task
-/// leaves the queue) and gives back a grant that was already sent.
-struct Landing {
-    rx: oneshot::Receiver<Outcome>,
-    handle: Arc<Handle>,
+/// A fair grant the waiting task took, until its caller's guard takes it up: given
+/// back (handed on to the next waiter) when nobody does, and only then is the
+/// attempt's mark on the key ended.
+#[derive(Debug)]
+struct FairGrant {
     key: String,
-    read: bool,
-    /// The runtime the wait runs on, for a drop outside of any runtime.
-    runtime: tokio::runtime::Handle,
+    grant: Grant,
+    in_flight: Option<InFlight>,
 }
 
-impl Drop for Landing {
-    fn drop(&mut self) {
-        if self.read {
-            return;
-        }
-        self.rx.close();
-        if let Ok(Ok(Some((grant, _)))) = self.rx.try_recv() {
-            let handle = self.handle.clone();
-            let key = std::mem::take(&mut self.key);
-            let runtime =
-                tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
-            let _entered = runtime.enter();
-            drop(runtime.spawn(async move { give_back(&handle, &key, grant.token).await }));
-        }
+impl GiveBack for FairGrant {
+    fn give_back(self, handle: Arc<Handle>) -> GivingBack {
+        Box::pin(async move {
+            give_back(&handle, &self.key, self.grant.token).await;
+            drop(self.in_flight);
+        })
     }
 }
 

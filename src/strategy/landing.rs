@@ -1,8 +1,14 @@
-//! The landing of a cut-off attempt's grants: the leases an attempt took (a
-//! multi-lock's keys, a read's hold), held until a guard takes them up, and given
-//! back in the background when nobody does (the caller stopped waiting, or the answer
-//! came too late to use).
+//! The landing of a cut-off attempt's grants, for every primitive: what an attempt
+//! took (a multi-lock's keys, a read's hold, a semaphore's permits, a fair grant),
+//! held until a guard takes it up, and given back in the background when nobody does
+//! (the caller stopped waiting, or the answer came too late to use).
+//!
+//! An attempt's statements run in a task of their own and send their grants, landed,
+//! to the caller: a send the caller is gone for fails, and a grant sent but never read
+//! is dropped with the channel; either way the landing's drop gives it back.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::db::Grant;
@@ -12,60 +18,79 @@ use super::grant::LockId;
 use super::handle::{Handle, InFlight};
 use super::release;
 
-/// The grants of one attempt, one per key in the order asked, until they are taken up
-/// by a guard. Dropped untaken (the caller stopped waiting, or the answer came too
-/// late to use), it gives every one of them back in the background, and only then ends
-/// the attempt's marks on its keys.
+/// What a give-back's future is, its type erased.
+pub(crate) type GivingBack = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Grants that can be given back by the handle that took them.
+pub(crate) trait GiveBack: Send + 'static {
+    /// Gives them back; nobody waits for the answer, so failures are logged.
+    fn give_back(self, handle: Arc<Handle>) -> GivingBack;
+}
+
+/// Grants of one attempt until a guard takes them up. Dropped untaken, it gives them
+/// back on the runtime it was made on (the current one, if there is one), however
+/// it is dropped: on a thread without a runtime too. Should that runtime have shut
+/// down, they lapse at their expiry.
 #[derive(Debug)]
-pub(crate) struct Landing {
+pub(crate) struct Landing<T: GiveBack> {
     handle: Arc<Handle>,
-    keys: Vec<String>,
-    grants: Option<Vec<Grant>>,
-    in_flight: Vec<InFlight>,
-    /// The runtime the grants were taken on, which gives them back however the landing
-    /// is dropped (as the fair lock's and the semaphore's landings do): on a thread
-    /// without a runtime too.
+    taken: Option<T>,
     runtime: Option<tokio::runtime::Handle>,
 }
 
-impl Landing {
-    /// The grants of `keys` (one each, in order), to give back on drop unless taken;
-    /// the attempt's marks on the keys end with them.
-    pub(crate) fn new(
-        handle: Arc<Handle>,
-        keys: Vec<String>,
-        grants: Vec<Grant>,
-        in_flight: Vec<InFlight>,
-    ) -> Self {
+impl<T: GiveBack> Landing<T> {
+    /// `taken`, to give back on drop unless taken up.
+    pub(crate) fn new(handle: Arc<Handle>, taken: T) -> Self {
         Self {
             handle,
-            keys,
-            grants: Some(grants),
-            in_flight,
+            taken: Some(taken),
             runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
     /// The grants, taken up: nothing is given back any more.
-    pub(crate) fn take(mut self) -> Vec<Grant> {
-        self.grants.take().unwrap_or_default()
+    pub(crate) fn take(mut self) -> T {
+        self.taken
+            .take()
+            .expect("a landing's grants are taken once, by value")
     }
 }
 
-impl Drop for Landing {
+impl<T: GiveBack> Drop for Landing<T> {
     fn drop(&mut self) {
-        let Some(grants) = self.grants.take() else {
+        let Some(taken) = self.taken.take() else {
             return;
         };
-        let handle = self.handle.clone();
-        let keys = std::mem::take(&mut self.keys);
-        let in_flight = std::mem::take(&mut self.in_flight);
-        let Some(runtime) = self.runtime.take() else {
-            // No runtime to give them back on: the leases lapse at their expiry.
-            return;
-        };
-        drop(runtime.spawn(async move {
-            for (key, grant) in keys.into_iter().zip(grants) {
+        let runtime = tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| self.runtime.take());
+        if let Some(runtime) = runtime {
+            drop(runtime.spawn(taken.give_back(self.handle.clone())));
+        }
+    }
+}
+
+/// Leases an attempt took, one per key (a multi-lock's keys, in order; a read's one
+/// hold), with the attempt's marks on the keys, which end once they are given back
+/// or taken up.
+#[derive(Debug)]
+pub(crate) struct Leases {
+    pub(crate) keys: Vec<String>,
+    pub(crate) grants: Vec<Grant>,
+    pub(crate) in_flight: Vec<InFlight>,
+}
+
+impl Leases {
+    /// The grants, taken up by a guard: the attempt's marks end.
+    pub(crate) fn into_grants(self) -> Vec<Grant> {
+        self.grants
+    }
+}
+
+impl GiveBack for Leases {
+    fn give_back(self, handle: Arc<Handle>) -> GivingBack {
+        Box::pin(async move {
+            for (key, grant) in self.keys.into_iter().zip(self.grants) {
                 let id = LockId {
                     key,
                     strategy: Strategy::Lease,
@@ -75,11 +100,11 @@ impl Drop for Landing {
                 let at_least = handle.at_least(&id.key);
                 if let Err(e) = release::release(&handle, &id, at_least).await {
                     tracing::warn!(key = %id.key, error = %e,
-                        "could not give back a multi-lock's key taken for a caller that \
-                         stopped waiting; it lapses at its expiry");
+                        "could not give back a lease taken for a caller that stopped \
+                         waiting; it lapses at its expiry");
                 }
             }
-            drop(in_flight);
-        }));
+            drop(self.in_flight);
+        })
     }
 }

@@ -20,7 +20,7 @@ use crate::support::error::{Class, Error};
 use crate::support::strategy_kind::Strategy;
 
 use super::handle::{Handle, InFlight};
-use super::landing::Landing;
+use super::landing::{Landing, Leases};
 
 /// What a multi-lock attempt asks for: its keys, sorted and distinct, and the TTL of
 /// each lease (validated).
@@ -41,7 +41,7 @@ pub(crate) async fn attempt(
     handle: &Arc<Handle>,
     ask: &MultiAsk,
     reached: Arc<AtomicBool>,
-) -> Result<Option<(Landing, Instant)>, Failure> {
+) -> Result<Option<(Landing<Leases>, Instant)>, Failure> {
     // An earlier attempt of this handle on one of the keys, whose caller stopped
     // waiting, may hold it for a moment: the answer is known once it gave it back.
     // Noted before the wait: the caller's deadline may fall while this waits.
@@ -61,7 +61,14 @@ pub(crate) async fn attempt(
     let statements = async move {
         let outcome = statements(&task_handle, &task_ask).await;
         let landing = outcome.map(|taken| {
-            taken.map(|grants| Landing::new(task_handle, task_ask.keys, grants, in_flight))
+            taken.map(|grants| {
+                let leases = Leases {
+                    keys: task_ask.keys,
+                    grants,
+                    in_flight,
+                };
+                Landing::new(task_handle, leases)
+            })
         });
         // Nobody to hand it to: the landing, dropped here, gives the keys back.
         drop(answer.send(landing));

@@ -21,7 +21,7 @@ use crate::support::strategy_kind::Strategy;
 use crate::support::validate::{read_key, WRITE_MARKER};
 
 use super::handle::{Handle, InFlight};
-use super::landing::Landing;
+use super::landing::{Landing, Leases};
 
 /// The key of `owner`'s intent to write the read-write lock `name`, held while it
 /// waits.
@@ -38,7 +38,7 @@ pub(crate) async fn read_attempt(
     name: &str,
     ttl: Duration,
     reached: Arc<AtomicBool>,
-) -> Result<Option<(Landing, Instant)>, Failure> {
+) -> Result<Option<(Landing<Leases>, Instant)>, Failure> {
     let key = read_key(name, &handle.owner_text);
     // Noted before the wait: the caller's deadline may fall while this waits.
     if handle.attempt_under_way(&key) {
@@ -54,8 +54,16 @@ pub(crate) async fn read_attempt(
     let task_name = name.to_owned();
     let statements = async move {
         let outcome = statement(&task_handle, &task_name, ttl).await;
-        let landing = outcome
-            .map(|o| o.map(|grant| Landing::new(task_handle, vec![key], vec![grant], in_flight)));
+        let landing = outcome.map(|o| {
+            o.map(|grant| {
+                let leases = Leases {
+                    keys: vec![key],
+                    grants: vec![grant],
+                    in_flight,
+                };
+                Landing::new(task_handle, leases)
+            })
+        });
         // Nobody to hand it to: the landing, dropped here, gives the hold back.
         drop(answer.send(landing));
     };

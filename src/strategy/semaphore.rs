@@ -4,8 +4,8 @@
 //!
 //! An attempt's transaction runs in a task of its own, so that it is never cut half
 //! way: if the caller stops waiting (its future dropped, its deadline met), the task
-//! finishes the transaction and gives back the permits it took, and a grant that was
-//! sent but never read is given back by [`Landing`] when it is dropped. The wait polls
+//! finishes the transaction and its permits, landed ([`Landing`]), are given back
+//! whether the caller was gone before they were sent or after. The wait polls
 //! at the handle's poll interval, as a lease's does.
 
 use std::sync::atomic::AtomicBool;
@@ -24,6 +24,7 @@ use crate::support::strategy_kind::Strategy;
 
 use super::grant::LockId;
 use super::handle::Handle;
+use super::landing::{GiveBack, GivingBack, Landing};
 use super::release::release;
 use super::wait::{Turn, Wait, CONTENTION_RETRIES};
 
@@ -111,19 +112,13 @@ async fn attempt(
     let task_ask = ask.clone();
     tokio::spawn(noting_checkout(reached, async move {
         let outcome = take(&task_handle, &task_ask).await;
-        if let Err(Ok(Some(slots))) = tx.send(outcome) {
-            give_back(&task_handle, slots).await;
-        }
+        let landed =
+            outcome.map(|taken| taken.map(|slots| Landing::new(task_handle, TakenPermits(slots))));
+        // Nobody to hand them to: the landing, dropped here, gives the permits back;
+        // and so does one sent but never read, dropped with the channel.
+        drop(tx.send(landed));
     }));
-    let mut landing = Landing {
-        rx,
-        handle: handle.clone(),
-        read: false,
-        runtime: tokio::runtime::Handle::current(),
-    };
-    let received = (&mut landing.rx).await;
-    landing.read = true;
-    let Ok(outcome) = received else {
+    let Ok(outcome) = rx.await else {
         // The task panicked: nothing was granted to us that we know of.
         return Err(Failure {
             class: Class::Other,
@@ -134,9 +129,8 @@ async fn attempt(
         // A transaction that waited in the database past the TTL grants permits that
         // may have lapsed already, counted from when it was sent: given back, and the
         // caller told to try again.
-        Some(slots) if Instant::now() >= sent + ask.ttl => {
-            let handle = handle.clone();
-            tokio::spawn(async move { give_back(&handle, slots).await });
+        Some(landing) if Instant::now() >= sent + ask.ttl => {
+            drop(landing);
             Err(Failure {
                 class: Class::Lapsed,
                 error: Error::GrantExpired {
@@ -146,7 +140,7 @@ async fn attempt(
                 },
             })
         }
-        Some(slots) => Ok(Some((slots, sent))),
+        Some(landing) => Ok(Some((landing.take().0, sent))),
         None => Ok(None),
     }
 }
@@ -212,28 +206,12 @@ async fn give_back(handle: &Handle, slots: Vec<Slot>) {
     }
 }
 
-/// The receiving end of an attempt. Dropped unread, it closes the channel (so that the
-/// task gives back what it takes) and gives back permits that were already sent.
-struct Landing {
-    rx: oneshot::Receiver<Result<Option<Vec<Slot>>, Failure>>,
-    handle: Arc<Handle>,
-    read: bool,
-    /// The runtime the attempt runs on, for a drop outside of any runtime.
-    runtime: tokio::runtime::Handle,
-}
+/// Permits an attempt took, by slot, until a guard takes them up (see [`Landing`]).
+#[derive(Debug)]
+struct TakenPermits(Vec<Slot>);
 
-impl Drop for Landing {
-    fn drop(&mut self) {
-        if self.read {
-            return;
-        }
-        self.rx.close();
-        if let Ok(Ok(Some(slots))) = self.rx.try_recv() {
-            let handle = self.handle.clone();
-            let runtime =
-                tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
-            let _entered = runtime.enter();
-            drop(runtime.spawn(async move { give_back(&handle, slots).await }));
-        }
+impl GiveBack for TakenPermits {
+    fn give_back(self, handle: Arc<Handle>) -> GivingBack {
+        Box::pin(async move { give_back(&handle, self.0).await })
     }
 }
