@@ -152,7 +152,9 @@ impl ContendedLock {
         match self {
             Self::Library(l, grace) => match l.acquire_timeout(key, left + *grace).await {
                 Ok(g) => Ok(Some(Some(g))),
-                Err(sqlock::Error::Timeout { .. }) => Ok(None),
+                // The time ran out: waiting, or waiting for a connection of the pool
+                // the other waiters share.
+                Err(sqlock::Error::Timeout { .. } | sqlock::Error::PoolExhausted) => Ok(None),
                 Err(e) => Err(e.into()),
             },
             Self::Native(c) => loop {

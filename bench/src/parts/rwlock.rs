@@ -73,7 +73,10 @@ async fn cycles(
                         g.release().await?;
                         n += 1;
                     }
-                    Err(sqlock::Error::Timeout { .. }) => break,
+                    // The window is over: a wait that ran out, or one that never had
+                    // a connection of the pool the other workers share (a read's wait
+                    // says so as a lock's does).
+                    Err(sqlock::Error::Timeout { .. } | sqlock::Error::PoolExhausted) => break,
                     Err(e) => return Err(e),
                 }
             }
