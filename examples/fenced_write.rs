@@ -91,7 +91,7 @@ async fn main() -> anyhow::Result<()> {
         .connect_with(options)
         .await
         .with_context(|| format!("opening {}", path.display()))?;
-    sqlock::migrate(&pool.clone().into()).await?;
+    sqlock::migrate(&pool).await?;
     sqlx::raw_sql("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL); INSERT INTO accounts VALUES (7, 0);")
         .execute(&pool)
         .await?;

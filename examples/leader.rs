@@ -37,7 +37,7 @@ async fn main() -> anyhow::Result<()> {
         .connect_with(options)
         .await
         .with_context(|| format!("opening {}", path.display()))?;
-    sqlock::migrate(&pool.clone().into()).await?;
+    sqlock::migrate(&pool).await?;
     let locker = Locker::builder(pool)
         .ttl(Duration::from_secs(10))
         .poll_interval(Duration::from_millis(10), Duration::from_millis(50))

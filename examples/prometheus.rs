@@ -24,7 +24,7 @@ async fn main() -> anyhow::Result<()> {
         .max_connections(1)
         .connect("sqlite::memory:")
         .await?;
-    sqlock::migrate(&pool.clone().into()).await?;
+    sqlock::migrate(&pool).await?;
     let locker = Locker::builder(pool)
         .ttl(Duration::from_secs(10))
         // The keys here are a few fixed job names, so they can be a label.

@@ -78,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
         .connect_with(options)
         .await
         .with_context(|| format!("opening {}", path.display()))?;
-    sqlock::migrate(&pool.clone().into()).await?;
+    sqlock::migrate(&pool).await?;
     let first = Locker::builder(pool).ttl(Duration::from_secs(10)).build()?;
 
     let mut replicas = Vec::new();

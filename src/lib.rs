@@ -15,7 +15,7 @@
 //! use sqlx::sqlite::SqlitePoolOptions;
 //!
 //! let pool = SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-//! sqlock::migrate(&pool.clone().into()).await?;
+//! sqlock::migrate(&pool).await?;
 //!
 //! let locker = Locker::builder(pool).ttl(Duration::from_secs(10)).build()?;
 //! let other = locker.new_handle(); // another owner, as another process would be
@@ -113,6 +113,7 @@ compile_error!("sqlock needs at least one of the features `postgres`, `mysql`, `
 // The layers, each importing only from those below it: the public API; the strategies
 // (with the handle state they share); the keepers; the database layer; support.
 mod api;
+pub use api::check;
 mod db;
 mod keepers;
 mod strategy;
@@ -140,7 +141,7 @@ pub use db::fence::FenceConnection;
 #[doc(hidden)]
 pub use db::fence::{FenceCheck, FenceQuery};
 pub use db::schema::{migrate, schema, MIGRATIONS_TABLE};
-pub use db::{DbPool, DbTransaction, Dialect};
+pub use db::{DbPool, DbTransaction, Dialect, UnknownDialect};
 pub use keepers::scheduled_sweep::{ScheduledSweep, MAX_SWEEP_INTERVAL, SCHEDULED_SWEEP_BATCHES};
 pub use keepers::sweeper::{SweepOptions, SweeperHandle, MAX_SWEEP_BATCH};
 pub use keepers::watchdog::WatchdogStats;
@@ -160,7 +161,7 @@ pub use support::validate::{MAX_PERMITS, MAX_SEMAPHORE_NAME_BYTES};
 /// handle renders them.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::db::rendered::{statement, RenderedStatement};
+    pub use crate::db::rendered::{prepared, statement, RenderedStatement};
 }
 
 /// The README's examples, compiled and run as doctests.

@@ -254,6 +254,9 @@ struct Report {
     distinct: i64,
     falling_tokens: i64,
     errors: usize,
+    /// How long the workload took to make its tables before its window opened (a
+    /// server fault of the phase may hold it up).
+    prepared_in: Duration,
 }
 
 impl Report {
@@ -295,7 +298,8 @@ impl Report {
              pauses past the TTL, {} workers SIGKILLed, {} network cuts ({} shorter than \
              the TTL, {} longer; {} to the server, {} from it, {} both ways; {} dropped \
              packets, {} in all); {} worker errors; SIGKILLed holders' keys granted \
-             again after (ms, before the lease's expiry) {:?}; {} victims in all",
+             again after (ms, before the lease's expiry) {:?}; {} victims in all; \
+             prepared in {:.1} s",
             self.name,
             self.verdict,
             self.rows,
@@ -320,6 +324,7 @@ impl Report {
                 .map(|t| (t.after.as_millis(), t.before_expiry))
                 .collect::<Vec<_>>(),
             self.injected.victims.lock().unwrap().len(),
+            self.prepared_in.as_secs_f64(),
         );
     }
 }
@@ -542,7 +547,9 @@ impl Workload {
     async fn run(self) -> anyhow::Result<Report> {
         let b = &self.backend;
         let port = common::port_of(b.url())?;
+        let preparing = Instant::now();
         let admin = self.prepare().await?;
+        let prepared_in = preparing.elapsed();
         let collected = Arc::new(Collected::default());
         let injected = Injected::default();
         let until = Instant::now() + self.run_for;
@@ -558,29 +565,8 @@ impl Workload {
         // least once in a run (the phase's check asserts it); the rest are drawn.
         let mut injections = 0usize;
         while Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(fastrand::u64(300..800))).await;
-            while let Some(healed) = cuts.try_join_next() {
-                let (direction, dropped) = healed??;
-                injected.healed(direction, dropped);
-            }
-            // Faults hit the holder more often than not: that is where they matter; and
-            // always while a kind of fault has not met a holder yet.
-            let holders: Vec<usize> = (0..WORKERS)
-                .filter(|&i| slots[i].holding.load(Ordering::Relaxed))
-                .collect();
-            let unmet_kinds = [
-                &injected.kills_held,
-                &injected.pauses_held,
-                &injected.sigkills_held,
-                &injected.cuts_held,
-            ]
-            .iter()
-            .any(|c| c.load(Ordering::Relaxed) == 0);
-            let target = if !holders.is_empty() && (unmet_kinds || fastrand::f32() < 0.7) {
-                holders[fastrand::usize(..holders.len())]
-            } else {
-                fastrand::usize(..WORKERS)
-            };
+            // The next fault falls due 300 to 800 ms after the last.
+            let next = Instant::now() + Duration::from_millis(fastrand::u64(300..800));
             let mut kinds = Vec::new();
             if self.faults.kills {
                 kinds.extend(["kill", "kill"]);
@@ -598,21 +584,63 @@ impl Workload {
             if self.faults.partitions {
                 kinds.extend(["cut", "cut"]);
             }
+            let mut distinct = kinds.clone();
+            distinct.dedup();
+            // The kinds still due this phase: those that have not met a holder yet, and
+            // kills until one has ended a connection (the phase's check asks both).
+            let due = |k: &&str| {
+                injected.held(k).load(Ordering::Relaxed) == 0
+                    || (*k == "kill" && injected.connections_killed.load(Ordering::Relaxed) == 0)
+            };
+            let unmet: Vec<&str> = distinct.iter().copied().filter(due).collect();
+            // Faults hit the holder more often than not: that is where they matter; and
+            // always while a kind is due, for which the fault is aimed: from 200 ms
+            // after the last until it falls due, it goes as soon as a worker holds and
+            // is neither paused nor cut off. A primitive that holds seldom (a queue
+            // stalled behind its faults) would otherwise leave it to chance whether each
+            // kind meets it; and the faults come no less often for it.
+            let free_holder = |slots: &[Slot], i: usize| {
+                slots[i].holding.load(Ordering::Relaxed) && !slots[i].paused.load(Ordering::Relaxed)
+            };
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            while Instant::now() < next
+                && (unmet.is_empty() || !(0..WORKERS).any(|i| free_holder(&slots, i)))
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            while let Some(healed) = cuts.try_join_next() {
+                let (direction, dropped) = healed??;
+                injected.healed(direction, dropped);
+            }
+            let holders: Vec<usize> = (0..WORKERS).filter(|&i| free_holder(&slots, i)).collect();
+            let target = if !holders.is_empty() && (!unmet.is_empty() || fastrand::f32() < 0.7) {
+                holders[fastrand::usize(..holders.len())]
+            } else {
+                fastrand::usize(..WORKERS)
+            };
             let slot = &mut slots[target];
             if slot.paused.load(Ordering::Relaxed) {
                 continue;
             }
             let holding = slot.holding.load(Ordering::Relaxed);
-            let mut distinct = kinds.clone();
-            distinct.dedup();
-            // A holder meets first the kinds no holder met yet, so that every kind is
-            // shown to reach the primitive held, however seldom the draw finds one.
-            let unmet = distinct
-                .iter()
-                .copied()
-                .find(|k| injected.held(k).load(Ordering::Relaxed) == 0);
-            let kind = match (holding, unmet, distinct.get(injections)) {
-                (true, Some(kind), _) | (_, _, Some(&kind)) => kind,
+            // A holder meets the kind still due that was injected least so far (every
+            // kind in turn, whichever met a holder first), so that every kind is shown
+            // to reach the primitive held, however seldom a holder is found; the first
+            // faults go through every kind in turn either way.
+            let injected_of = |k: &str| match k {
+                "kill" => injected.kill_rounds.load(Ordering::Relaxed),
+                "pause" => injected.pauses.load(Ordering::Relaxed),
+                "sigkill" => injected.sigkills.load(Ordering::Relaxed),
+                _ => injected.cuts(),
+            };
+            let least_due = unmet.iter().copied().min_by_key(|k| injected_of(k));
+            let kind = match (holding, least_due, distinct.get(injections)) {
+                (true, Some(kind), _) | (false, _, Some(&kind)) => kind,
+                _ if unmet.contains(&"kill")
+                    && injected.connections_killed.load(Ordering::Relaxed) == 0 =>
+                {
+                    "kill"
+                }
                 _ => kinds[fastrand::usize(..kinds.len())],
             };
             injections += 1;
@@ -819,6 +847,7 @@ impl Workload {
             ))
             .await?,
             errors: collected.errors.load(Ordering::Relaxed),
+            prepared_in,
         })
     }
 }
@@ -1446,30 +1475,49 @@ struct Jumps {
     behind: i64,
 }
 
-/// Moves both fault servers' clock while the run lasts. Every 1 to 3 s it jumps, in
-/// turn, 2 to 6 s forward (past the 1 s TTL: every lease of the moment lapses at once,
-/// its holder still running) and 2 to 8 s back (leases last that much longer), never
-/// more than 10 s behind the true time, and puts the true time back at the end. Each
-/// jump is counted on every workload of `exposed` that held at its moment.
-async fn jump_clock(run_for: Duration, exposed: Vec<Arc<Exposure>>) -> anyhow::Result<Jumps> {
-    let until = Instant::now() + run_for;
+/// Moves both fault servers' clock until `ended` says every workload of the phase
+/// has ended (a workload's window opens once its tables are made, which a server
+/// fault can hold up, so a window fixed at the driver's start could miss a late one).
+/// Every 1 to 3 s it jumps, in turn, 2 to 6 s forward (past the 1 s TTL: every lease
+/// of the moment lapses at once, its holder still running) and 2 to 8 s back (leases
+/// last that much longer), never more than 10 s behind the true time, and puts the
+/// true time back at the end. Each jump is counted on every workload of `exposed`
+/// that held at its moment.
+async fn jump_clock(
+    ended: tokio::sync::watch::Receiver<bool>,
+    exposed: Vec<Arc<Exposure>>,
+) -> anyhow::Result<Jumps> {
+    let _true_time = clock::Reset;
     let mut offset = 0_i64;
     let mut jumps = Jumps::default();
-    loop {
-        tokio::time::sleep(Duration::from_millis(fastrand::u64(1000..3000))).await;
-        if Instant::now() >= until {
-            break;
-        }
-        // Aimed as the other faults are: while a workload has not met a jump held, the
-        // jump waits (up to 2 s) for a moment when one of those holds, so that a
-        // primitive that holds seldom (a fair queue stalled behind its faults) meets
-        // one too.
-        let unmet = |e: &Arc<Exposure>| e.clock_jumps.load(Ordering::Relaxed) == 0;
-        let aiming = Instant::now() + Duration::from_secs(2);
-        while exposed.iter().any(unmet)
-            && !exposed.iter().any(|e| unmet(e) && e.held())
-            && Instant::now() < aiming.min(until)
-        {
+    let unmet = |e: &Arc<Exposure>| e.clock_jumps.load(Ordering::Relaxed) == 0;
+    'jumps: loop {
+        // Paced a jump every 1 to 3 s, and aimed as the other faults are: while a
+        // workload has not met a jump held, the driver watches the whole time and
+        // jumps as soon as one of those holds (a primitive that holds seldom, a fair
+        // queue stalled for a TTL behind each paused head, would slip between paced
+        // jumps otherwise), though never sooner than the servers see a jump. Paced
+        // jumps wait no longer for an unmet workload to hold: the first each way up
+        // to 2 s more, later ones as long as the phase lasts, so that chance never
+        // decides whether a seldom holder meets a jump at all.
+        let last = Instant::now();
+        let next = last + Duration::from_millis(fastrand::u64(1000..3000));
+        let aiming = (jumps.backward == 0).then(|| next + Duration::from_secs(2));
+        loop {
+            if *ended.borrow() {
+                break 'jumps;
+            }
+            let now = Instant::now();
+            let waiting = exposed.iter().any(unmet);
+            if waiting
+                && now >= last + clock::SEEN_WITHIN
+                && exposed.iter().any(|e| unmet(e) && e.held())
+            {
+                break;
+            }
+            if now >= next && (!waiting || aiming.is_some_and(|a| now >= a)) {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         if jumps.forward == jumps.backward {
@@ -1914,7 +1962,7 @@ impl Figures {
 /// What the fenced phases run on each server, each with its presence setting: a lock
 /// of every strategy, a multi-lock, a semaphore, a read-write lock and an election, and
 /// with presence the primitives that have it.
-const FAMILY: [(Primitive, bool); 11] = [
+const FAMILY: [(Primitive, bool); 14] = [
     (Primitive::Lock(Strategy::Lease), false),
     (Primitive::Lock(Strategy::Insert), false),
     (Primitive::Lock(Strategy::ForUpdate), false),
@@ -1924,7 +1972,10 @@ const FAMILY: [(Primitive, bool); 11] = [
     (Primitive::RwLock, false),
     (Primitive::Election, false),
     (Primitive::Lock(Strategy::Lease), true),
+    (Primitive::Lock(Strategy::Fair), true),
     (Primitive::Multi, true),
+    (Primitive::Semaphore, true),
+    (Primitive::RwLock, true),
     (Primitive::Election, true),
 ];
 
@@ -2002,11 +2053,13 @@ async fn fenced_phase(
         })
         .collect();
     let all: Vec<Arc<Exposure>> = exposures.iter().map(|(_, x)| x.clone()).collect();
-    let jumps = clock_jumps.then(|| Aborting(tokio::spawn(jump_clock(run_for, all))));
+    let (workloads_ended, ended) = tokio::sync::watch::channel(false);
+    let jumps = clock_jumps.then(|| Aborting(tokio::spawn(jump_clock(ended, all))));
     let mut reports = Vec::new();
     while let Some(r) = runs.join_next().await {
         reports.push(r??);
     }
+    workloads_ended.send_replace(true);
     for (dialect, mut f) in server_faults {
         let f = (&mut f.0).await??;
         println!("{dialect}: server faults {f:?}");

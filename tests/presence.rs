@@ -23,7 +23,7 @@ use std::time::Duration;
 use anyhow::Context;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use sqlock::{DbPool, Dialect, Error, LockInfo, Locker, LostReason};
+use sqlock::{DbPool, Dialect, Error, LockInfo, Locker, LostReason, Strategy};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -48,7 +48,7 @@ async fn holder_process() -> anyhow::Result<()> {
         common::partition::join(std::path::Path::new(&dir))?;
     }
     let parts: Vec<&str> = spec.split('|').collect();
-    let [dialect, table, key, ttl_ms, presence] = parts[..] else {
+    let [dialect, table, key, ttl_ms, presence, what] = parts[..] else {
         anyhow::bail!("bad {HOLDER}: {spec}");
     };
     let dialect = match dialect {
@@ -60,15 +60,37 @@ async fn holder_process() -> anyhow::Result<()> {
         .await
         .pop()
         .context("the holder's backend")?;
+    let strategy = if what == "fair" {
+        Strategy::Fair
+    } else {
+        Strategy::default()
+    };
     let locker = b
         .builder()
         .await?
         .presence(presence == "1")
+        .strategy(strategy)
         .ttl(Duration::from_millis(ttl_ms.parse()?))
         .build()?;
-    let guard = locker.acquire(key).await?;
-    println!("HELD {} {}", guard.fencing_token(), locker.owner());
-    let mut lost = guard.lost();
+    // What to hold: the lock `key` (`lock`; `fair`: of the fair strategy, waiting in
+    // its queue), a permit of the semaphore `key` of N permits (`permit:N`), or a read
+    // of the read-write lock `key` (`read`).
+    let (token, mut lost, _held): (i64, sqlock::LostSignal, Box<dyn std::any::Any + Send>) =
+        match what.strip_prefix("permit:") {
+            Some(n) => {
+                let g = locker.semaphore(key, n.parse()?).acquire().await?;
+                (g.fencing_token(), g.lost(), Box::new(g))
+            }
+            None if what == "read" => {
+                let g = locker.read_lock(key).acquire().await?;
+                (g.fencing_token(), g.lost(), Box::new(g))
+            }
+            None => {
+                let g = locker.acquire(key).await?;
+                (g.fencing_token(), g.lost(), Box::new(g))
+            }
+        };
+    println!("HELD {token} {}", locker.owner());
     tokio::spawn(async move {
         let reason = lost.wait().await;
         println!("LOST {reason:?}");
@@ -93,7 +115,8 @@ async fn spawn_holder(
     ttl: Duration,
     presence: bool,
 ) -> anyhow::Result<(Child, i64, String)> {
-    let (child, token, owner, mut said) = spawn_holder_in(b, key, ttl, presence, None).await?;
+    let (child, token, owner, mut said) =
+        spawn_holder_in(b, key, ttl, presence, None, "lock").await?;
     // Read to the end: a holder whose output nobody reads would die of a broken pipe
     // at its next line, and free its marker by itself.
     tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
@@ -103,21 +126,23 @@ async fn spawn_holder(
 /// What a holder process prints, line by line.
 type Said = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
 
-/// [`spawn_holder`], in `cgroup` when given; also returns what it says after holding.
-async fn spawn_holder_in(
+/// Starts a holder process of `key` (in `cgroup` when given), which goes on to take
+/// it; returns it at once, with what it says.
+fn start_holder(
     b: &common::Backend,
     key: &str,
     ttl: Duration,
     presence: bool,
     cgroup: Option<&std::path::Path>,
-) -> anyhow::Result<(Child, i64, String, Said)> {
+    what: &str,
+) -> anyhow::Result<(Child, Said)> {
     let dialect = match b.dialect {
         Dialect::Postgres => "postgres",
         Dialect::MySql => "mysql",
         _ => "sqlite",
     };
     let spec = format!(
-        "{dialect}|{}|{key}|{}|{}",
+        "{dialect}|{}|{key}|{}|{}|{what}",
         b.table,
         ttl.as_millis(),
         u8::from(presence)
@@ -139,7 +164,19 @@ async fn spawn_holder_in(
     }
     let mut child = command.spawn()?;
     let stdout = child.stdout.take().context("the holder's stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
+    Ok((child, BufReader::new(stdout).lines()))
+}
+
+/// [`spawn_holder`], in `cgroup` when given; also returns what it says after holding.
+async fn spawn_holder_in(
+    b: &common::Backend,
+    key: &str,
+    ttl: Duration,
+    presence: bool,
+    cgroup: Option<&std::path::Path>,
+    what: &str,
+) -> anyhow::Result<(Child, i64, String, Said)> {
+    let (child, mut lines) = start_holder(b, key, ttl, presence, cgroup, what)?;
     let held = tokio::time::timeout(DEADLINE, async {
         while let Some(line) = lines.next_line().await? {
             // The harness may have begun the line with the test's name.
@@ -254,6 +291,296 @@ async fn a_killed_holders_key_is_taken_at_once() -> anyhow::Result<()> {
             );
             assert!(guard.release().await?);
         }
+    }
+    Ok(())
+}
+
+/// A semaphore's permit is a lease with presence too: a SIGKILLed holder's permit is
+/// shown gone and taken by the next acquisition at once, long before its TTL, with a
+/// token above the dead holder's, which the fence then refuses.
+#[tokio::test]
+async fn a_killed_holders_permit_is_taken_at_once() -> anyhow::Result<()> {
+    for b in common::backends("presence_permit").await {
+        b.fresh_table().await?;
+        for waiter_presence in [true, false] {
+            let name = format!("permit-{waiter_presence}");
+            let slot = format!("semaphore:{name}#0");
+            let ttl = Duration::from_secs(60);
+            let (mut spawned, token, owner, mut said) =
+                spawn_holder_in(&b, &name, ttl, true, None, "permit:1").await?;
+            tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
+            let waiter = b
+                .builder()
+                .await?
+                .presence(waiter_presence)
+                .ttl(ttl)
+                .build()?;
+            let semaphore = waiter.semaphore(&name, 1);
+            assert!(
+                semaphore.try_acquire().await?.is_none(),
+                "{}: a live holder's permit was taken",
+                b.dialect
+            );
+            let before = semaphore.holders().await?;
+            assert_eq!(before.len(), 1, "{}: the holder's permit", b.dialect);
+            assert!(
+                !before[0].holder_gone,
+                "{}: a live holder shown gone",
+                b.dialect
+            );
+            if b.dialect != Dialect::Sqlite {
+                let admin = b.pool().await?;
+                let m = support::recorded(&b, &admin, &slot)
+                    .await?
+                    .context("the permit records no marker")?;
+                let pid = spawned.id().context("the holder has exited")?;
+                support::watched(&b, &admin, &m, Who::Process(pid)).await?;
+            }
+            signal(&spawned, Signal::SIGKILL)?;
+            let killed = Instant::now();
+            spawned.wait().await?;
+            // Shown gone before anyone takes it: the server has ended the holder's
+            // sessions once its socket closed (a moment after the kill).
+            loop {
+                let now = semaphore.holders().await?;
+                if now.first().is_some_and(|h| h.holder_gone) {
+                    break;
+                }
+                assert!(
+                    killed.elapsed() < DEADLINE,
+                    "{}: never shown gone",
+                    b.dialect
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            let guard = loop {
+                if let Some(g) = semaphore.try_acquire().await? {
+                    break g;
+                }
+                assert!(killed.elapsed() < DEADLINE, "{}: never taken", b.dialect);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            };
+            eprintln!(
+                "{} (waiter presence {waiter_presence}): SIGKILLed holder's permit granted \
+                 {:?} after the kill (TTL {ttl:?})",
+                b.dialect,
+                killed.elapsed()
+            );
+            assert!(guard.fencing_token() > token, "{}: tokens rise", b.dialect);
+            assert_eq!(guard.keys().collect::<Vec<_>>(), [slot.as_str()]);
+            assert!(
+                !fence_passes(&b, &waiter, &slot, &owner, token).await?,
+                "{}: the dead holder's token still passes the fence",
+                b.dialect
+            );
+            // One holder: the taker's, shown as live.
+            let after = semaphore.holders().await?;
+            assert_eq!(after.len(), 1, "{}", b.dialect);
+            assert_eq!(after[0].owner, waiter.owner().to_string(), "{}", b.dialect);
+            assert!(!after[0].holder_gone, "{}", b.dialect);
+            assert!(
+                after[0].acquired_at < before[0].expires_at,
+                "{}: taken at {} only, after the dead permit's expiry {}",
+                b.dialect,
+                after[0].acquired_at,
+                before[0].expires_at
+            );
+            assert!(guard.release().await?);
+        }
+    }
+    Ok(())
+}
+
+/// A fair locker of the test's, polling fast, with `presence` and a lease of `ttl`.
+async fn fair_locker(b: &common::Backend, presence: bool, ttl: Duration) -> anyhow::Result<Locker> {
+    Ok(b.builder()
+        .await?
+        .strategy(Strategy::Fair)
+        .presence(presence)
+        .poll_interval(Duration::from_millis(2), Duration::from_millis(20))
+        .ttl(ttl)
+        .build()?)
+}
+
+/// Whether `n` waiters or more are soon queued for `key`, as `locker` sees them.
+async fn queued(locker: &Locker, key: &str, n: u64) -> anyhow::Result<bool> {
+    common::eventually(|| async {
+        Ok(locker.lock_info(key).await?.is_some_and(|i| i.waiters >= n))
+    })
+    .await
+}
+
+/// A fair lock is a lease with presence too, however it was granted: a holder that
+/// was handed the lock from the queue (the grant made by the releaser's step, which
+/// knows no marker of the holder's, and the marker recorded as the holder took the
+/// grant up) and is SIGKILLed leaves the lock to the next waiter in the queue at once,
+/// long before its TTL, with a token above the dead holder's, which the fence then
+/// refuses.
+#[tokio::test]
+async fn a_killed_fair_holders_lock_is_handed_to_the_next_waiter_at_once() -> anyhow::Result<()> {
+    for b in common::backends("presence_fair").await {
+        b.fresh_table().await?;
+        for waiter_presence in [true, false] {
+            let key = format!("fair-{waiter_presence}");
+            let ttl = Duration::from_secs(60);
+            let b = &b;
+            // The holder process queues behind a holder of the test's, and is handed
+            // the lock by its release.
+            let first = fair_locker(b, false, ttl).await?;
+            let released = first.acquire(&key).await?;
+            let spawned = {
+                let (b, key) = ((*b).clone(), key.clone());
+                tokio::spawn(
+                    async move { spawn_holder_in(&b, &key, ttl, true, None, "fair").await },
+                )
+            };
+            assert!(
+                queued(&first, &key, 1).await?,
+                "{}: the holder never queued",
+                b.dialect
+            );
+            assert!(released.release().await?);
+            let (mut child, token, owner, mut said) = spawned.await??;
+            tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
+            let before = info(&first, &key).await?;
+            assert_eq!(before.owner, owner, "{}: the holder's grant", b.dialect);
+            assert!(
+                !before.holder_gone,
+                "{}: a live holder shown gone",
+                b.dialect
+            );
+            // The next waiter, queued behind the holder.
+            let waiter = fair_locker(b, waiter_presence, ttl).await?;
+            let waiting = {
+                let (waiter, key) = (waiter.clone(), key.clone());
+                tokio::spawn(async move {
+                    let guard = waiter.lock(&key).timeout(DEADLINE).acquire().await;
+                    (guard, Instant::now())
+                })
+            };
+            assert!(
+                queued(&first, &key, 1).await?,
+                "{}: the waiter never queued",
+                b.dialect
+            );
+            if b.dialect != Dialect::Sqlite {
+                // The grant recorded the marker as the holder took it up; the holder is
+                // killed with both of its presence connections open.
+                let admin = b.pool().await?;
+                let m = support::recorded(b, &admin, &key)
+                    .await?
+                    .context("the fair grant records no marker")?;
+                let pid = child.id().context("the holder has exited")?;
+                support::watched(b, &admin, &m, Who::Process(pid)).await?;
+            }
+            signal(&child, Signal::SIGKILL)?;
+            let killed = Instant::now();
+            child.wait().await?;
+            let (guard, granted) = waiting.await?;
+            let guard = guard?;
+            let took = granted - killed;
+            let after = info(&waiter, &key).await?;
+            eprintln!(
+                "{} (waiter presence {waiter_presence}): SIGKILLed fair holder's lock handed \
+                 on {took:?} after the kill (TTL {ttl:?})",
+                b.dialect
+            );
+            assert_eq!(after.owner, waiter.owner().to_string(), "{}", b.dialect);
+            assert!(
+                after.acquired_at < before.expires_at,
+                "{}: taken at {} only, after the old lease's expiry {}",
+                b.dialect,
+                after.acquired_at,
+                before.expires_at
+            );
+            assert!(guard.fencing_token() > token, "{}: tokens rise", b.dialect);
+            assert!(
+                !fence_passes(b, &waiter, &key, &owner, token).await?,
+                "{}: the dead holder's token still passes the fence",
+                b.dialect
+            );
+            assert!(guard.release().await?);
+        }
+    }
+    Ok(())
+}
+
+/// A waiter with presence that is SIGKILLed while it waits in the fair queue costs the
+/// waiters behind it nothing: the release hands the lock to the dead waiter's place
+/// (which lasts its TTL), the grant records the marker the place recorded, and the next
+/// waiter finds the lock free at once, long before the dead place or grant would
+/// lapse, with a higher token.
+#[tokio::test]
+async fn a_killed_fair_waiters_grant_is_handed_past_it_at_once() -> anyhow::Result<()> {
+    for b in common::backends("presence_fair_waiter").await {
+        b.fresh_table().await?;
+        let key = "fair-waiter";
+        let ttl = Duration::from_secs(60);
+        let first = fair_locker(&b, false, ttl).await?;
+        let held = first.acquire(key).await?;
+        // The waiter process queues first, the test's waiter behind it.
+        let (mut child, mut said) = start_holder(&b, key, ttl, true, None, "fair")?;
+        tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
+        assert!(
+            queued(&first, key, 1).await?,
+            "{}: the waiter process never queued",
+            b.dialect
+        );
+        let waiter = fair_locker(&b, true, ttl).await?;
+        let waiting = {
+            let (waiter, key) = (waiter.clone(), key.to_owned());
+            tokio::spawn(async move {
+                let guard = waiter.lock(&key).timeout(DEADLINE).acquire().await;
+                (guard, Instant::now())
+            })
+        };
+        assert!(
+            queued(&first, key, 2).await?,
+            "{}: the test's waiter never queued",
+            b.dialect
+        );
+        if b.dialect != Dialect::Sqlite {
+            // The dead waiter's place records its marker, held by its process alone.
+            let admin = b.pool().await?;
+            let m = support::recorded_place(&b, &admin, key)
+                .await?
+                .context("the waiter's place records no marker")?;
+            let pid = child.id().context("the waiter process has exited")?;
+            support::watched(&b, &admin, &m, Who::Process(pid)).await?;
+        }
+        signal(&child, Signal::SIGKILL)?;
+        child.wait().await?;
+        let before = info(&first, key).await?;
+        let released = Instant::now();
+        assert!(held.release().await?);
+        let (guard, granted) = waiting.await?;
+        let guard = guard?;
+        let after = info(&waiter, key).await?;
+        eprintln!(
+            "{}: the lock was handed past a SIGKILLed fair waiter {:?} after the release \
+             (TTL {ttl:?})",
+            b.dialect,
+            granted - released
+        );
+        assert_eq!(after.owner, waiter.owner().to_string(), "{}", b.dialect);
+        // Granted well within the dead waiter's place and its grant, which last the TTL
+        // from the kill at least: on the database's clock, before the first holder's
+        // lease (taken before the kill, for the same TTL) would have expired.
+        assert!(
+            after.acquired_at < before.expires_at,
+            "{}: taken at {} only, after {}",
+            b.dialect,
+            after.acquired_at,
+            before.expires_at
+        );
+        assert!(
+            guard.fencing_token() > before.fencing_token + 1,
+            "{}: a grant to the dead waiter came between: tokens {} then {}",
+            b.dialect,
+            before.fencing_token,
+            guard.fencing_token()
+        );
+        assert!(guard.release().await?);
     }
     Ok(())
 }
@@ -406,7 +733,7 @@ async fn a_short_network_cut_frees_nothing() -> anyhow::Result<()> {
         let cgroup = parts.cgroup(&name)?;
         let ttl = Duration::from_secs(6);
         let (mut child, token, _, mut said) =
-            spawn_holder_in(&b, "cut", ttl, true, Some(&cgroup)).await?;
+            spawn_holder_in(&b, "cut", ttl, true, Some(&cgroup), "lock").await?;
         let waiter = b.builder().await?.presence(true).build()?;
         let cut = parts.cut(&name, port, Direction::Both)?;
         let started = Instant::now();
@@ -1028,6 +1355,300 @@ async fn a_multi_lock_records_and_loses_its_marker_as_a_lease_does() -> anyhow::
             assert!(!second.is_lost(), "{}", b.dialect);
             assert!(single.release().await?);
             assert!(multi.release().await?);
+            assert!(w.is_some(), "{}: no standby waited", b.dialect);
+            Ok::<_, anyhow::Error>(second)
+        }
+        .await;
+        logins(&b, &admin, NAME, true).await?;
+        assert!(outcome?.release().await?);
+        assert!(!first.release().await?, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+/// A read of a read-write lock records the handle's marker too: SIGKILLed readers are
+/// shown gone, and a writer waiting for the name drops their reads at once (two of
+/// them, in one transaction), long before their TTL, while a live reader's read stays
+/// and keeps the writer out: the name counts that read alone, so the writer gets the
+/// name as soon as the live reader releases, with a token above the dead reads', which
+/// the fence then refuses.
+#[tokio::test]
+async fn killed_readers_reads_are_dropped_for_the_writer_at_once() -> anyhow::Result<()> {
+    for b in common::backends("presence_read").await {
+        b.fresh_table().await?;
+        for waiter_presence in [true, false] {
+            let name = format!("rw-{waiter_presence}");
+            let ttl = Duration::from_secs(60);
+            let mut dead = Vec::new();
+            for _ in 0..2 {
+                let (spawned, token, owner, mut said) =
+                    spawn_holder_in(&b, &name, ttl, true, None, "read").await?;
+                tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
+                dead.push((spawned, token, owner));
+            }
+            let live = b.builder().await?.ttl(ttl).build()?;
+            let live_read = live.read_lock(&name).try_acquire().await?;
+            let live_read = live_read.context("the live reader's read")?;
+            let waiter = b
+                .builder()
+                .await?
+                .presence(waiter_presence)
+                .ttl(ttl)
+                .build()?;
+            assert!(
+                waiter.write_lock(&name).try_acquire().await?.is_none(),
+                "{}: live readers' name was written",
+                b.dialect
+            );
+            let readers = |w: &Locker| {
+                let (w, name) = (w.clone(), name.clone());
+                async move {
+                    let all = w.rwlocks().await?;
+                    let rw = all.into_iter().find(|rw| rw.name == name);
+                    Ok::<_, anyhow::Error>(rw.map(|rw| rw.readers).unwrap_or_default())
+                }
+            };
+            let before = readers(&waiter).await?;
+            assert_eq!(before.len(), 3, "{}: the readers", b.dialect);
+            assert!(
+                before.iter().all(|r| !r.holder_gone),
+                "{}: a live reader shown gone",
+                b.dialect
+            );
+            if b.dialect != Dialect::Sqlite {
+                let admin = b.pool().await?;
+                for (spawned, _, owner) in &dead {
+                    let read = format!("{name}@read:{owner}");
+                    let m = support::recorded(&b, &admin, &read)
+                        .await?
+                        .context("the read records no marker")?;
+                    let pid = spawned.id().context("the reader has exited")?;
+                    support::watched(&b, &admin, &m, Who::Process(pid)).await?;
+                }
+            }
+            for (spawned, _, _) in &dead {
+                signal(spawned, Signal::SIGKILL)?;
+            }
+            let killed = Instant::now();
+            for (spawned, _, _) in &mut dead {
+                spawned.wait().await?;
+            }
+            loop {
+                let now = readers(&waiter).await?;
+                if now.iter().filter(|r| r.holder_gone).count() == 2 {
+                    break;
+                }
+                assert!(
+                    killed.elapsed() < DEADLINE,
+                    "{}: never shown gone",
+                    b.dialect
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            // The writer's tries drop the dead reads, and stay busy: a live read holds.
+            loop {
+                let tried = waiter.write_lock(&name).try_acquire().await?;
+                assert!(tried.is_none(), "{}: written beside a live read", b.dialect);
+                let now = readers(&waiter).await?;
+                if now.len() == 1 {
+                    assert_eq!(now[0].owner, live.owner().to_string(), "{}", b.dialect);
+                    break;
+                }
+                assert!(killed.elapsed() < DEADLINE, "{}: never dropped", b.dialect);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            assert!(live_read.release().await?);
+            let guard = loop {
+                if let Some(g) = waiter.write_lock(&name).try_acquire().await? {
+                    break g;
+                }
+                assert!(killed.elapsed() < DEADLINE, "{}: never written", b.dialect);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            };
+            eprintln!(
+                "{} (waiter presence {waiter_presence}): two SIGKILLed readers' reads dropped \
+                 and the name written {:?} after the kill (TTL {ttl:?})",
+                b.dialect,
+                killed.elapsed()
+            );
+            let after = info(&waiter, &name).await?;
+            let first_expiry = before.iter().map(|r| r.expires_at).min().unwrap();
+            assert!(
+                after.acquired_at < first_expiry,
+                "{}: written at {} only, after the dead reads' expiry {first_expiry}",
+                b.dialect,
+                after.acquired_at,
+            );
+            assert_eq!(after.owner, waiter.owner().to_string(), "{}", b.dialect);
+            for (_, token, owner) in &dead {
+                let read = format!("{name}@read:{owner}");
+                assert!(guard.fencing_token() > *token, "{}: tokens rise", b.dialect);
+                assert!(
+                    !fence_passes(&b, &waiter, &read, owner, *token).await?,
+                    "{}: a dead reader's token still passes the fence",
+                    b.dialect
+                );
+            }
+            assert!(
+                readers(&waiter).await?.is_empty(),
+                "{}: a read is listed",
+                b.dialect
+            );
+            assert!(guard.release().await?);
+        }
+    }
+    Ok(())
+}
+
+/// A permit records the handle's marker as a lease does, only while a session holds
+/// it, and is lost as a lease is: with both presence connections ended, a permit taken
+/// meanwhile records nothing and stays its holder's, while the one that recorded the
+/// marker is taken by another handle and its holder told `PresenceLost`.
+#[tokio::test]
+async fn a_permit_records_and_loses_its_marker_as_a_lease_does() -> anyhow::Result<()> {
+    const NAME: &str = "sqlock_p_permit";
+    for b in common::servers("presence_permit_marker").await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let pool = own_pool(&b, &admin, NAME, "").await?;
+        let holder = Locker::builder(pool.clone())
+            .table(&b.table)
+            .presence(true)
+            .ttl(Duration::from_secs(60))
+            .build()?;
+        let semaphore = holder.semaphore("p-sem", 2);
+        let first = semaphore
+            .try_acquire()
+            .await?
+            .with_context(|| format!("{}: the first permit", b.dialect))?;
+        let m = support::recorded(&b, &admin, "semaphore:p-sem#0")
+            .await?
+            .with_context(|| format!("{}: the permit records no marker", b.dialect))?;
+        let (h, w) = support::standby(&b, &admin, &m, who(&b, NAME)).await?;
+        warm(&pool).await?;
+        logins(&b, &admin, NAME, false).await?;
+        let outcome = async {
+            if let Some(w) = w {
+                support::end(&b, &admin, w).await?;
+            }
+            support::end(&b, &admin, h).await?;
+            assert!(
+                common::eventually(|| async {
+                    Ok(support::sessions(&b, &admin, &m, who(&b, NAME))
+                        .await?
+                        .0
+                        .is_none())
+                })
+                .await?,
+                "{}: the marker is still held",
+                b.dialect
+            );
+            let second = semaphore
+                .try_acquire()
+                .await?
+                .with_context(|| format!("{}: the second permit", b.dialect))?;
+            assert_eq!(
+                support::recorded(&b, &admin, "semaphore:p-sem#1").await?,
+                None,
+                "{}: a permit recorded a marker no connection holds",
+                b.dialect
+            );
+            let waiter = b.builder().await?.build()?;
+            let theirs = waiter.semaphore("p-sem", 2);
+            let taken = theirs.try_acquire().await?;
+            let taken = taken.with_context(|| format!("{}: slot 0 not taken", b.dialect))?;
+            assert_eq!(taken.keys().collect::<Vec<_>>(), ["semaphore:p-sem#0"]);
+            assert!(
+                theirs.try_acquire().await?.is_none(),
+                "{}: a permit that recorded no marker was taken",
+                b.dialect
+            );
+            let reason = tokio::time::timeout(Duration::from_secs(5), first.lost().wait())
+                .await
+                .with_context(|| format!("{}: no loss signalled within 5 s", b.dialect))?;
+            assert_eq!(reason, LostReason::PresenceLost, "{}", b.dialect);
+            assert!(!second.is_lost(), "{}", b.dialect);
+            assert!(taken.release().await?);
+            assert!(w.is_some(), "{}: no standby waited", b.dialect);
+            Ok::<_, anyhow::Error>(second)
+        }
+        .await;
+        logins(&b, &admin, NAME, true).await?;
+        assert!(outcome?.release().await?);
+        assert!(!first.release().await?, "{}", b.dialect);
+    }
+    Ok(())
+}
+
+/// A read records the handle's marker as a lease does, only while a session holds it,
+/// and is lost as a lease is: with both presence connections ended, a read taken
+/// meanwhile records nothing and stays its holder's, while the one that recorded the
+/// marker is dropped by a writer and its holder told `PresenceLost`.
+#[tokio::test]
+async fn a_read_records_and_loses_its_marker_as_a_lease_does() -> anyhow::Result<()> {
+    const NAME: &str = "sqlock_p_read";
+    for b in common::servers("presence_read_marker").await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let pool = own_pool(&b, &admin, NAME, "").await?;
+        let holder = Locker::builder(pool.clone())
+            .table(&b.table)
+            .presence(true)
+            .ttl(Duration::from_secs(60))
+            .build()?;
+        let owner = holder.owner().to_string();
+        let first = holder
+            .read_lock("r-a")
+            .try_acquire()
+            .await?
+            .with_context(|| format!("{}: the first read", b.dialect))?;
+        let m = support::recorded(&b, &admin, &format!("r-a@read:{owner}"))
+            .await?
+            .with_context(|| format!("{}: the read records no marker", b.dialect))?;
+        let (h, w) = support::standby(&b, &admin, &m, who(&b, NAME)).await?;
+        warm(&pool).await?;
+        logins(&b, &admin, NAME, false).await?;
+        let outcome = async {
+            if let Some(w) = w {
+                support::end(&b, &admin, w).await?;
+            }
+            support::end(&b, &admin, h).await?;
+            assert!(
+                common::eventually(|| async {
+                    Ok(support::sessions(&b, &admin, &m, who(&b, NAME))
+                        .await?
+                        .0
+                        .is_none())
+                })
+                .await?,
+                "{}: the marker is still held",
+                b.dialect
+            );
+            let second = holder
+                .read_lock("r-b")
+                .try_acquire()
+                .await?
+                .with_context(|| format!("{}: the second read", b.dialect))?;
+            assert_eq!(
+                support::recorded(&b, &admin, &format!("r-b@read:{owner}")).await?,
+                None,
+                "{}: a read recorded a marker no connection holds",
+                b.dialect
+            );
+            let waiter = b.builder().await?.build()?;
+            let taken = waiter.write_lock("r-a").try_acquire().await?;
+            let taken = taken.with_context(|| format!("{}: r-a not written", b.dialect))?;
+            assert!(
+                waiter.write_lock("r-b").try_acquire().await?.is_none(),
+                "{}: a read that recorded no marker was dropped",
+                b.dialect
+            );
+            let reason = tokio::time::timeout(Duration::from_secs(5), first.lost().wait())
+                .await
+                .with_context(|| format!("{}: no loss signalled within 5 s", b.dialect))?;
+            assert_eq!(reason, LostReason::PresenceLost, "{}", b.dialect);
+            assert!(!second.is_lost(), "{}", b.dialect);
+            assert!(taken.release().await?);
             assert!(w.is_some(), "{}: no standby waited", b.dialect);
             Ok::<_, anyhow::Error>(second)
         }

@@ -206,12 +206,15 @@ pub enum Command {
     /// holder's transaction): its key shows as free. A holder with presence whose
     /// process died shows as gone, and its key as free: the next acquirer takes it at
     /// once. A name that shared runs (--shared) hold shows its readers and the
-    /// exclusive runs waiting behind them (waiting, never holding); with --json,
-    /// "readers", "waiting_writers" (owners) and "writer". A --limit name shows how
-    /// many of its permits are held; with --json, "permits" (N), "permits_held" and
-    /// "permit_holders".
+    /// exclusive runs waiting behind them (waiting, never holding), a read whose holder
+    /// died apart (gone: the next exclusive run drops it); with --json, "readers",
+    /// "gone_readers", "waiting_writers" (owners) and "writer". A --limit name shows
+    /// how many of its permits are held, a permit whose holder died apart (gone, the
+    /// next copy's at once); with --json, "permits" (N), "permits_held",
+    /// "permit_holders", "permits_gone" and "gone_permit_holders".
     ///
-    /// Exit status: 0 when the lock is held; 75 when it is free or its holder gone.
+    /// Exit status: 0 when the lock is held; 75 when it is free or its holder gone (for
+    /// a --shared or --limit name: no read or permit held by a live holder).
     #[command(verbatim_doc_comment)]
     Status {
         /// Print a JSON object instead of text.
@@ -453,7 +456,8 @@ fn parse_election(name: &str) -> Result<String, String> {
             "its lock key is `election:` and the name",
         ));
     }
-    parse_key(name).map_err(|e| e.to_string())
+    sqlock::check::election_name(name).map_err(|e| e.to_string())?;
+    Ok(name.to_owned())
 }
 
 /// Why a name is refused for its length: `what` it is, and `why` its limit is not
@@ -466,21 +470,9 @@ pub(crate) fn name_too_long(what: &str, len: usize, max: usize, why: &str) -> St
     )
 }
 
-/// The library's rules for a leader's identity.
-fn parse_identity(id: &str) -> Result<String, String> {
-    if id.is_empty() {
-        return Err("the identity is empty".into());
-    }
-    if id.len() > sqlock::MAX_IDENTITY_BYTES {
-        return Err(format!(
-            "the identity is {} bytes long, the limit is {} bytes",
-            id.len(),
-            sqlock::MAX_IDENTITY_BYTES
-        ));
-    }
-    if id.contains('\0') {
-        return Err("the identity contains a NUL character".into());
-    }
+/// The library's own check of a leader's identity, before connecting.
+fn parse_identity(id: &str) -> Result<String, sqlock::Error> {
+    sqlock::check::identity(id)?;
     Ok(id.to_owned())
 }
 
@@ -504,30 +496,15 @@ fn parse_strategy(name: &str) -> Result<Strategy, sqlock::UnknownStrategy> {
     name.parse()
 }
 
-fn parse_dialect(name: &str) -> Result<Dialect, String> {
-    match name {
-        "postgres" | "postgresql" => Ok(Dialect::Postgres),
-        "mysql" | "mariadb" => Ok(Dialect::MySql),
-        "sqlite" => Ok(Dialect::Sqlite),
-        _ => Err("expected postgres, mysql or sqlite".into()),
-    }
+/// Through `Dialect::from_str`: its names, `postgresql` and `mariadb`.
+fn parse_dialect(name: &str) -> Result<Dialect, sqlock::UnknownDialect> {
+    name.parse()
 }
 
-/// The library's key rules (it checks them again before any SQL): checked here too so
+/// The library's own key check (it checks again before any SQL): made here too so
 /// that a bad key is a usage error even when the database is unreachable.
 fn parse_key(key: &str) -> Result<String, sqlock::Error> {
-    if key.is_empty() {
-        return Err(sqlock::Error::EmptyKey);
-    }
-    if key.len() > sqlock::MAX_KEY_BYTES {
-        return Err(sqlock::Error::KeyTooLong {
-            len: key.len(),
-            max: sqlock::MAX_KEY_BYTES,
-        });
-    }
-    if key.contains('\0') {
-        return Err(sqlock::Error::KeyContainsNul);
-    }
+    sqlock::check::key(key)?;
     Ok(key.to_owned())
 }
 

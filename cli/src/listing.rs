@@ -111,11 +111,11 @@ pub(crate) async fn status(locker: &Locker, key: &str, json: bool) -> Result<i32
     let info = locker.lock_info(key).await?;
     // A holder whose presence is gone holds nothing the next acquirer waits for: the
     // key is free as far as a health check or a scheduler is concerned.
-    let held = info.as_ref().is_some_and(|l| !l.holder_gone);
     let family = match &info {
         Some(l) => Family::of(locker, key, l).await?,
         None => Family::None,
     };
+    let held = info.as_ref().is_some_and(|l| !l.holder_gone) && family.held();
     match (&info, json) {
         (Some(l), true) => {
             let mut value = to_json(l);
@@ -136,6 +136,10 @@ pub(crate) async fn status(locker: &Locker, key: &str, json: bool) -> Result<i32
                     if l.holder_gone {
                         "free: its holder's process is gone (presence), so the next \
                          acquirer takes it at once"
+                            .into()
+                    } else if !family.held() {
+                        "free: the holders of its permits or reads are gone (presence), so \
+                         the next permit or writer takes over at once"
                             .into()
                     } else if shared_mode(l).is_some() {
                         "held in shared mode".into()
@@ -173,6 +177,26 @@ enum Family {
 }
 
 impl Family {
+    /// Whether what the name's row holds is held by someone alive: for a semaphore, a
+    /// permit whose holder is not gone (presence); for a read-write lock, its writer or
+    /// a read whose holder is not gone. Free only when every hold listed is a gone
+    /// holder's: a dead holder's permit is the next permit's at once, and a dead
+    /// reader's read is dropped by the next writer (a lock of another primitive on the
+    /// name still waits for the name's expiry).
+    fn held(&self) -> bool {
+        match self {
+            // With no hold listed at all (holds that lapsed, still counted by the
+            // name until it expires), the name is held as its row says.
+            Self::Semaphore(s) => s.holders.is_empty() || s.holders.iter().any(|h| !h.holder_gone),
+            Self::RwLock(rw) => {
+                rw.writer.is_some()
+                    || rw.readers.is_empty()
+                    || rw.readers.iter().any(|r| !r.holder_gone)
+            }
+            Self::None => true,
+        }
+    }
+
     /// Read only for a name that a read-write lock or a semaphore holds (its row says
     /// so): `status` of a plain lock sends one statement, as before.
     async fn of(locker: &Locker, key: &str, l: &LockInfo) -> Result<Self, Failure> {
@@ -200,19 +224,26 @@ impl Family {
                 let owners = |ls: &[LockInfo]| -> Vec<String> {
                     ls.iter().map(|l| l.owner.clone()).collect()
                 };
-                value["readers"] = owners(&rw.readers).into();
+                let (gone, live): (Vec<LockInfo>, Vec<LockInfo>) =
+                    rw.readers.iter().cloned().partition(|r| r.holder_gone);
+                value["readers"] = owners(&live).into();
+                value["gone_readers"] = owners(&gone).into();
                 value["waiting_writers"] = owners(&rw.waiting_writers).into();
                 value["writer"] = rw.writer.as_ref().map(|w| w.owner.clone()).into();
             }
             Self::Semaphore(s) => {
+                // A permit whose holder is gone is counted apart: the next acquirer
+                // takes it at once.
+                let (gone, live): (Vec<&LockInfo>, Vec<&LockInfo>) =
+                    s.holders.iter().partition(|h| h.holder_gone);
+                let owners = |ls: &[&LockInfo]| -> Vec<String> {
+                    ls.iter().map(|l| l.owner.clone()).collect()
+                };
                 value["permits"] = s.permits.into();
-                value["permits_held"] = s.holders.len().into();
-                value["permit_holders"] = s
-                    .holders
-                    .iter()
-                    .map(|h| h.owner.clone())
-                    .collect::<Vec<_>>()
-                    .into();
+                value["permits_held"] = live.len().into();
+                value["permit_holders"] = owners(&live).into();
+                value["permits_gone"] = gone.len().into();
+                value["gone_permit_holders"] = owners(&gone).into();
             }
         }
     }
@@ -229,13 +260,37 @@ impl Family {
                         format!("{} ({})", owners.len(), owners.join(", "))
                     }
                 };
-                fields.push(("readers", listed(&rw.readers)));
+                let gone: Vec<LockInfo> = rw
+                    .readers
+                    .iter()
+                    .filter(|r| r.holder_gone)
+                    .cloned()
+                    .collect();
+                let live: Vec<LockInfo> = rw
+                    .readers
+                    .iter()
+                    .filter(|r| !r.holder_gone)
+                    .cloned()
+                    .collect();
+                fields.push(("readers", listed(&live)));
+                if !gone.is_empty() {
+                    fields.push(("gone readers", listed(&gone)));
+                }
                 fields.push(("waiting writers", listed(&rw.waiting_writers)));
             }
             Self::Semaphore(s) => {
+                let gone = s.holders.iter().filter(|h| h.holder_gone).count();
+                let live = s.holders.len() - gone;
                 fields.push((
                     "permits",
-                    format!("{} of {} held", s.holders.len(), s.permits),
+                    if gone == 0 {
+                        format!("{live} of {} held", s.permits)
+                    } else {
+                        format!(
+                            "{live} of {} held, {gone} more of holders gone (presence)",
+                            s.permits
+                        )
+                    },
                 ));
             }
         }

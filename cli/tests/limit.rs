@@ -1,13 +1,14 @@
 //! `sqlock run --limit N`: at most N copies of a command at once, each with a permit
 //! of the semaphore KEY in its environment; a busy semaphore exits 75 with --no-wait;
 //! another N, a permit's key and a bad --limit exit 64; a signal is passed on and the
-//! permit given back; a killed holder's permit comes back at its TTL, no sooner; `list`
-//! shows the semaphore with N and its holders.
+//! permit given back; a killed holder's permit comes back at its TTL, no sooner, with
+//! --no-presence, and at once with presence (the default); `list` shows the semaphore
+//! with N and its holders.
 
 mod common;
 
 use std::fs;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{
     backends, in_parallel, key, signal, stderr, stdout, wait_exit, wait_for_line, Backend,
@@ -293,6 +294,72 @@ fn a_killed_copy_gives_its_permit_back_at_its_ttl() {
             "{}: {}",
             b.name,
             b.log("kill-next")
+        );
+    });
+}
+
+/// With presence (the default), a SIGKILLed copy's permit is the next copy's at once:
+/// at the default TTL (30 s), the next copy's grant, read from its row while it runs,
+/// comes before the killed copy's permit would have expired, with a higher token. The
+/// time from the kill to the next copy's command, start-up included, is printed.
+#[test]
+fn a_killed_copy_with_presence_leaves_its_permit_to_the_next_at_once() {
+    in_parallel(backends("cli_limit_presence"), |b| {
+        let k = key("limit-presence");
+        let ready = b.path("kill.token");
+        let script = format!(
+            "echo \"$SQLOCK_FENCING_TOKEN $SQLOCK_OWNER $SQLOCK_PERMIT\" > {}; exec sleep 300",
+            ready.display()
+        );
+        let mut holder = b.spawn(
+            "presence-holder",
+            &["run", "--limit", "1", &k, "--", "sh", "-c", &script],
+        );
+        let said = wait_for_line(&ready, LIVENESS);
+        let f: Vec<&str> = said.split_whitespace().collect();
+        assert_eq!(f.len(), 3, "{}: {said}", b.name);
+        let (token, owner, permit) = (f[0].parse::<i64>().unwrap(), f[1], f[2]);
+        let dead = row(&b, permit)
+            .unwrap_or_else(|| panic!("{}: the holder's row of {permit} is missing", b.name));
+        assert!(
+            dead.locked && dead.owner == owner && dead.token == token,
+            "{}: {dead:?}",
+            b.name
+        );
+        // The sqlock process, not its command: nothing gives the permit back.
+        signal(holder.id(), "KILL");
+        let killed = Instant::now();
+        assert_eq!(wait_exit(&mut holder, LIVENESS), -1, "{}: killed", b.name);
+        let next = b.path("next.token");
+        let script = format!(
+            "echo \"$SQLOCK_FENCING_TOKEN $SQLOCK_OWNER\" > {}",
+            next.display()
+        );
+        let o = b.sqlock(&[
+            "run", "--limit", "1", "--wait", "30s", &k, "--", "sh", "-c", &script,
+        ]);
+        assert!(o.status.success(), "{}: {}", b.name, stderr(&o));
+        let said = fs::read_to_string(&next).unwrap();
+        println!(
+            "{}: a SIGKILLed `sqlock run --limit 1` (default TTL) was followed by the next \
+             copy, done {:?} after the kill, start-up included",
+            b.name,
+            killed.elapsed()
+        );
+        let f: Vec<&str> = said.split_whitespace().collect();
+        assert_eq!(f.len(), 2, "{}: {said}", b.name);
+        let (after, new_owner) = (f[0].parse::<i64>().unwrap(), f[1]);
+        assert!(after > token, "{}: {after} after {token}", b.name);
+        let taken =
+            row(&b, permit).unwrap_or_else(|| panic!("{}: the row of {permit} is gone", b.name));
+        assert_eq!(taken.token, after, "{}: {taken:?}", b.name);
+        assert_ne!(new_owner, owner, "{}", b.name);
+        assert!(
+            taken.acquired_us < dead.expires_us,
+            "{}: the permit was taken at {} µs only, after the killed copy's expiry at {} µs",
+            b.name,
+            taken.acquired_us,
+            dead.expires_us
         );
     });
 }

@@ -50,38 +50,46 @@ fn killed_holder(b: &Backend, k: &str, name: &str, extra: &[&str]) -> serde_json
     dead
 }
 
+/// Runs `sqlock run ARGS --wait 30s K` whose command lists the locks, from inside its
+/// hold (its own grant, on the server's clock): every lock listed, and the run's own.
+fn run_listing(b: &Backend, k: &str, args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let listing = b.path("listing.json");
+    let script = format!(
+        "{BIN} --database-url '{}' --table {} list --json > {}",
+        b.url,
+        b.table,
+        listing.display()
+    );
+    let mut run = vec!["run"];
+    run.extend_from_slice(args);
+    run.extend_from_slice(&["--wait", "30s", k, "--", "sh", "-c", &script]);
+    let next = b.sqlock(&run);
+    assert!(next.status.success(), "{}: {}", b.name, stderr(&next));
+    let all: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&listing).unwrap()).unwrap();
+    let mine = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["key"] == k)
+        .cloned()
+        .unwrap_or_else(|| panic!("{}: the next run's lock is not listed: {all}", b.name));
+    (all, mine)
+}
+
 #[test]
 fn a_killed_run_leaves_the_key_to_the_next_run_at_once() {
     in_parallel(backends("cli_presence"), |b| {
         let k = key("presence");
         let dead = killed_holder(&b, &k, "holder", &[]);
         let killed = Instant::now();
-        // The next run lists the locks from inside its command: its own grant, on the
-        // server's clock.
-        let listing = b.path("listing.json");
-        let script = format!(
-            "{BIN} --database-url '{}' --table {} list --json > {}",
-            b.url,
-            b.table,
-            listing.display()
-        );
-        let next = b.sqlock(&["run", "--wait", "30s", &k, "--", "sh", "-c", &script]);
-        assert!(next.status.success(), "{}: {}", b.name, stderr(&next));
+        let (_, mine) = run_listing(&b, &k, &[]);
         let took = killed.elapsed();
         println!(
             "{}: a SIGKILLed `sqlock run` (TTL 60 s) was followed by the next one's \
              command {took:?} after the kill, start-up included",
             b.name
         );
-        let all: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&listing).unwrap()).unwrap();
-        let mine = all
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["key"] == k.as_str())
-            .cloned()
-            .unwrap_or_else(|| panic!("{}: the next run's lock is not listed", b.name));
         assert!(
             time(&mine["held_since"]) < time(&dead["expires_at"]),
             "{}: granted at {} only, after the dead lease's expiry {}",
@@ -95,6 +103,104 @@ fn a_killed_run_leaves_the_key_to_the_next_run_at_once() {
             b.name
         );
         assert_ne!(mine["owner"], dead["owner"]);
+    });
+}
+
+/// A SIGKILLed `sqlock run --fair` leaves its lock to the next `--fair` run at once:
+/// `status` says the holder is gone (free, exit 75) a moment after the kill, and the
+/// next run's queue hands it the lock before the dead grant's expiry, with a higher
+/// token.
+#[test]
+fn a_killed_fair_run_leaves_the_key_to_the_next_fair_run_at_once() {
+    in_parallel(backends("cli_presence_fair"), |b| {
+        let k = key("presence-fair");
+        let dead = killed_holder(&b, &k, "holder", &["--fair"]);
+        let killed = Instant::now();
+        assert_eq!(dead["strategy"], "fair", "{}: {dead}", b.name);
+        assert_eq!(dead["holder_gone"], false, "{}: {dead}", b.name);
+        let started = Instant::now();
+        let gone = loop {
+            let o = b.sqlock(&["status", "--json", &k]);
+            if o.status.code() == Some(75) {
+                break serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap();
+            }
+            assert_eq!(o.status.code(), Some(0), "{}: {}", b.name, stderr(&o));
+            assert!(started.elapsed() < LIVENESS, "{}: never said gone", b.name);
+            thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(gone["holder_gone"], true, "{}: {gone}", b.name);
+        assert_eq!(gone["owner"], dead["owner"], "{}: {gone}", b.name);
+        let (_, mine) = run_listing(&b, &k, &["--fair"]);
+        println!(
+            "{}: a SIGKILLed `sqlock run --fair` (TTL 60 s) was followed by the next \
+             `--fair` run's command {:?} after the kill, start-up and status included",
+            b.name,
+            killed.elapsed()
+        );
+        assert_eq!(mine["strategy"], "fair", "{}: {mine}", b.name);
+        assert_ne!(mine["owner"], dead["owner"], "{}: {mine}", b.name);
+        assert!(
+            time(&mine["held_since"]) < time(&dead["expires_at"]),
+            "{}: granted at {} only, after the dead grant's expiry {}",
+            b.name,
+            mine["held_since"],
+            dead["expires_at"]
+        );
+        assert!(
+            mine["fencing_token"].as_i64() > dead["fencing_token"].as_i64(),
+            "{}: tokens rise",
+            b.name
+        );
+    });
+}
+
+/// A SIGKILLed `sqlock run --shared` (a read of the name) holds the name for nobody:
+/// the next `sqlock run --exclusive` (the write side) drops the dead read and runs at
+/// once, granted before the read would have expired, with a higher token.
+#[test]
+fn a_killed_shared_run_leaves_the_name_to_an_exclusive_run_at_once() {
+    in_parallel(backends("cli_presence_shared"), |b| {
+        let k = key("presence-shared");
+        let _ = killed_holder(&b, &k, "reader", &["--shared"]);
+        let killed = Instant::now();
+        // The dead read's own row, as listed: NAME@read:OWNER.
+        let o = b.sqlock(&["list", "--json"]);
+        let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let read = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["rwlock"] == k.as_str() && l["side"] == "read")
+            .cloned()
+            .unwrap_or_else(|| panic!("{}: the dead read is not listed: {all}", b.name));
+        let (all, mine) = run_listing(&b, &k, &["--exclusive"]);
+        println!(
+            "{}: a SIGKILLed `sqlock run --shared` (TTL 60 s) was followed by the next \
+             `--exclusive` run's command {:?} after the kill, start-up included",
+            b.name,
+            killed.elapsed()
+        );
+        assert_eq!(mine["strategy"], "write", "{}: {mine}", b.name);
+        assert!(
+            time(&mine["held_since"]) < time(&read["expires_at"]),
+            "{}: written at {} only, after the dead read's expiry {}",
+            b.name,
+            mine["held_since"],
+            read["expires_at"]
+        );
+        assert!(
+            mine["fencing_token"].as_i64() > read["fencing_token"].as_i64(),
+            "{}: tokens rise",
+            b.name
+        );
+        assert!(
+            !all.as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l["key"] == read["key"]),
+            "{}: the dead read is still listed: {all}",
+            b.name
+        );
     });
 }
 

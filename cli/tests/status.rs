@@ -275,3 +275,110 @@ fn status_shows_readers_waiting_writers_and_permits() {
         assert_eq!(code, Some(75), "{}: {json}", b.name);
     });
 }
+
+/// A permit whose holder died (a SIGKILLed `sqlock run --limit`, with presence) is
+/// shown apart, gone: counted out of "held", its owner under `gone_permit_holders`;
+/// with every permit's holder gone the name is free to a health check (exit 75).
+#[test]
+fn status_shows_the_permits_of_gone_holders_apart() {
+    in_parallel(backends("cli_status_gone_permits"), |b| {
+        let s = key("status-gone");
+        let mut runs = Vec::new();
+        let mut owners = Vec::new();
+        let mut gos = Vec::new();
+        for i in 0..2 {
+            let (script, inside, go) = holding(&b, &format!("gone{i}"));
+            runs.push(b.spawn(
+                &format!("gone{i}"),
+                &["run", "--limit", "3", &s, "--", "sh", "-c", &script],
+            ));
+            owners.push(
+                wait_for_line(&inside, Duration::from_secs(30))
+                    .trim()
+                    .to_owned(),
+            );
+            gos.push(go);
+        }
+        // The sqlock process, not its command: nothing gives the permit back.
+        common::signal(runs[0].id(), "KILL");
+        let (code, json) = status_until(&b, &s, |j| j["permits_gone"] == 1);
+        assert_eq!(code, Some(0), "{}: {json}", b.name);
+        assert_eq!(json["held"], true, "{}: {json}", b.name);
+        assert_eq!(json["permits_held"], 1, "{}: {json}", b.name);
+        assert_eq!(json["permit_holders"], serde_json::json!([owners[1]]));
+        assert_eq!(json["gone_permit_holders"], serde_json::json!([owners[0]]));
+        let text = stdout(&b.sqlock(&["status", &s]));
+        assert!(
+            text.contains("1 of 3 held, 1 more of holders gone"),
+            "{}: {text}",
+            b.name
+        );
+        common::signal(runs[1].id(), "KILL");
+        let (code, json) = status_until(&b, &s, |j| j["permits_gone"] == 2);
+        assert_eq!(code, Some(75), "{}: {json}", b.name);
+        assert_eq!(json["held"], false, "{}: {json}", b.name);
+        assert_eq!(json["permits_held"], 0, "{}: {json}", b.name);
+        let o = b.sqlock(&["status", &s]);
+        assert_eq!(o.status.code(), Some(75), "{}", b.name);
+        assert!(
+            stdout(&o).contains("free: the holders of its permits or reads are gone"),
+            "{}: {}",
+            b.name,
+            stdout(&o)
+        );
+        for go in &gos {
+            fs::write(go, "").unwrap();
+        }
+        for child in &mut runs {
+            assert_eq!(wait_exit(child, Duration::from_secs(30)), -1, "{}", b.name);
+        }
+    });
+}
+
+/// A read whose holder died (a SIGKILLed `sqlock run --shared`, with presence) is shown
+/// apart, gone: not among the readers, its owner under `gone_readers`; with no live
+/// reader and no writer the name is free to a health check (exit 75).
+#[test]
+fn status_shows_the_reads_of_gone_holders_apart() {
+    in_parallel(backends("cli_status_gone_reads"), |b| {
+        let k = key("status-gone-read");
+        let (script, inside, go) = holding(&b, "gone-reader");
+        let mut reader = b.spawn(
+            "gone-reader",
+            &["run", "--shared", &k, "--", "sh", "-c", &script],
+        );
+        let owner = wait_for_line(&inside, Duration::from_secs(30))
+            .trim()
+            .to_owned();
+        let (code, json) = status_json(&b, &k);
+        assert_eq!(code, Some(0), "{}: {json}", b.name);
+        assert_eq!(json["readers"], serde_json::json!([owner]), "{}", b.name);
+        // The sqlock process, not its command: nothing gives the read back.
+        common::signal(reader.id(), "KILL");
+        let (code, json) = status_until(&b, &k, |j| {
+            j["gone_readers"].as_array().is_some_and(|g| g.len() == 1)
+        });
+        assert_eq!(code, Some(75), "{}: {json}", b.name);
+        assert_eq!(json["held"], false, "{}: {json}", b.name);
+        assert_eq!(json["readers"], serde_json::json!([]), "{}: {json}", b.name);
+        assert_eq!(
+            json["gone_readers"],
+            serde_json::json!([owner]),
+            "{}",
+            b.name
+        );
+        let o = b.sqlock(&["status", &k]);
+        assert_eq!(o.status.code(), Some(75), "{}", b.name);
+        let text = stdout(&o);
+        assert!(text.contains("free: the holders of its permits or reads are gone"));
+        assert!(text.contains(&format!("1 ({owner})")), "{}: {text}", b.name);
+        assert!(text.contains("gone readers"), "{}: {text}", b.name);
+        fs::write(&go, "").unwrap();
+        assert_eq!(
+            wait_exit(&mut reader, Duration::from_secs(30)),
+            -1,
+            "{}",
+            b.name
+        );
+    });
+}

@@ -29,13 +29,18 @@
 -- first, from the row as it was; a hold count above one then tells a re-entry.
 -- No row comes back when the read is not granted; the row's hold_count tells a new
 -- hold (1) from a re-entry.
+-- Presence: the read records the handle's marker :presence as lease_acquire.sql
+-- records it, only while a connection holds it; marked says whether it did. A writer
+-- that finds the name busy drops the reads whose markers are free (rw_gone.sql,
+-- rw_drop_gone.sql).
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 INSERT INTO `{table}`
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
-     expires_at, hold_count, fencing_token)
+     expires_at, hold_count, fencing_token, presence_key)
 SELECT CONCAT(:key, '@read:', :owner), :owner, :strategy, TRUE, UTC_TIMESTAMP(6),
        UTC_TIMESTAMP(6), :ttl_us, UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND,
-       1, NEXTVAL(`{table}_fence_seq`)
+       1, NEXTVAL(`{table}_fence_seq`),
+       IF(IS_USED_LOCK(NULLIF(:presence, '')) IS NULL, NULL, :presence)
 FROM DUAL
 WHERE EXISTS (
         SELECT 1 FROM `{table}` AS m
@@ -71,10 +76,12 @@ ON DUPLICATE KEY UPDATE
     lock_duration = VALUES(lock_duration),
     lock_strategy = VALUES(lock_strategy),
     lock_owner = VALUES(lock_owner),
+    presence_key = VALUES(presence_key),
     locked = TRUE
 RETURNING
     lock_owner,
     fencing_token,
     TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) AS expires_us,
     hold_count,
-    lock_strategy
+    lock_strategy,
+    CAST(presence_key IS NOT NULL AS SIGNED) AS marked

@@ -22,13 +22,25 @@
 -- names that start with ':key@write:'.
 -- Tokens are drawn as lease_acquire.sql draws them. No row comes back when the read is
 -- not granted; the row's hold_count tells a new hold (1) from a re-entry.
+-- Presence: the read records the handle's marker :presence as lease_acquire.sql
+-- records it, only while a session holds it, stamped with the server's lifetime; marked
+-- says whether it did. A writer that finds the name busy drops the reads whose markers
+-- are free (rw_gone.sql, rw_drop_gone.sql).
 INSERT INTO "{table}" AS l
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
-     expires_at, hold_count, fencing_token)
+     expires_at, hold_count, fencing_token, presence_key)
 SELECT :key || '@read:' || :owner, :owner, :strategy, TRUE, statement_timestamp(),
        statement_timestamp(), :ttl_us,
        statement_timestamp() + :ttl_us * INTERVAL '1 microsecond',
-       1, nextval('"{table}_fence_seq"')
+       1, nextval('"{table}_fence_seq"'),
+       CASE WHEN NULLIF(:presence, '') IS NULL THEN NULL
+            WHEN pg_try_advisory_xact_lock_shared(1936813168,
+                                                  CAST(NULLIF(:presence, '') AS INTEGER))
+            THEN NULL
+            ELSE (((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
+                    # COALESCE(CAST(extract(epoch FROM (SELECT stats_reset FROM pg_stat_bgwriter))
+                                    * 1000000 AS BIGINT), 0))
+                   & 4294967295) << 32) | CAST(NULLIF(:presence, '') AS BIGINT) END
 WHERE EXISTS (
         SELECT 1 FROM "{table}" AS m
         WHERE m.lock_key = :key || '@read:' || :owner
@@ -72,7 +84,8 @@ ON CONFLICT (lock_key) DO UPDATE SET
     lock_strategy = EXCLUDED.lock_strategy,
     locked = TRUE,
     lock_time = EXCLUDED.lock_time,
-    lock_duration = EXCLUDED.lock_duration
+    lock_duration = EXCLUDED.lock_duration,
+    presence_key = EXCLUDED.presence_key
 WHERE NOT l.locked
    OR l.expires_at <= EXCLUDED.lock_time
    OR (l.lock_owner = EXCLUDED.lock_owner AND l.lock_strategy = EXCLUDED.lock_strategy
@@ -82,4 +95,5 @@ RETURNING
     l.fencing_token,
     (extract(epoch FROM l.expires_at) * 1000000)::BIGINT AS expires_us,
     l.hold_count,
-    l.lock_strategy
+    l.lock_strategy,
+    CAST(CASE WHEN l.presence_key IS NULL THEN 0 ELSE 1 END AS BIGINT) AS marked

@@ -9,6 +9,12 @@
 -- table's migration); an existing row's grows by one: a slot's tokens rise.
 -- Times are microseconds since the Unix epoch; 'now' is one instant for the whole
 -- statement.
+-- Presence: SQLite keeps no marker in the table. :gone is a JSON array of owners whose
+-- presence marker files the caller found free and holds while this statement runs
+-- ('[]' for none): their processes died, and their live permits are free too. Their
+-- holds of the semaphore's name stay counted (the name's mark counts this grant's
+-- permits as new holds): the name then outlives its holds until its expiry, which
+-- costs a later holder of the name itself time, never safety.
 WITH RECURSIVE seq (slot) AS (
     SELECT 0 UNION ALL SELECT slot + 1 FROM seq WHERE slot + 1 < :permits
 )
@@ -21,6 +27,7 @@ FROM seq
 CROSS JOIN (SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER) AS now) AS n
 LEFT JOIN "{table}" AS o ON o.lock_key = :prefix || seq.slot
 WHERE o.lock_key IS NULL OR NOT o.locked OR o.expires_at <= n.now
+   OR (o.hold_count > 0 AND o.lock_owner IN (SELECT value FROM json_each(:gone)))
 ORDER BY seq.slot
 LIMIT :count
 ON CONFLICT (lock_key) DO UPDATE SET
@@ -34,4 +41,5 @@ ON CONFLICT (lock_key) DO UPDATE SET
     expires_at = excluded.expires_at,
     hold_count = 1
 WHERE NOT l.locked OR l.expires_at <= excluded.lock_time
+   OR (l.hold_count > 0 AND l.lock_owner IN (SELECT value FROM json_each(:gone)))
 RETURNING lock_key, fencing_token, expires_at AS expires_us, 1 AS taken

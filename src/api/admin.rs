@@ -150,7 +150,7 @@ impl Locker {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// if let Some(r) = locker.force_release("nightly-report").await? {
     ///     println!("revoked; {} gives it back, or it frees at {} at the latest",
@@ -228,7 +228,7 @@ impl Locker {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// if locker.force_release_now("nightly-report").await? {
     ///     println!("released a lock whose holder is gone");
@@ -282,7 +282,7 @@ impl Locker {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// for lock in locker.list().await? {
     ///     println!("{} held by {} (token {}), {:?} left", lock.key, lock.owner,
@@ -320,7 +320,7 @@ impl Locker {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// match locker.lock_info("nightly-report").await? {
     ///     Some(info) => println!("held by {} for {:?} more", info.owner, info.expires_in),

@@ -69,7 +69,7 @@ pub const DEFAULT_OBSERVE_POLL: Duration = Duration::from_secs(1);
 /// use sqlx::sqlite::SqlitePoolOptions;
 ///
 /// let pool = SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-/// sqlock::migrate(&pool.clone().into()).await?;
+/// sqlock::migrate(&pool).await?;
 /// let locker = Locker::builder(pool).build()?;
 ///
 /// let a = locker.election("scheduler").id("10.0.0.1:8080");
@@ -195,7 +195,7 @@ impl Election {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let leadership = locker.election("outbox-relay").id("relay-1").campaign().await?;
     /// println!("leading in term {}", leadership.term());
@@ -223,7 +223,7 @@ impl Election {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
@@ -258,7 +258,7 @@ impl Election {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// if let Some(leadership) = locker.election("outbox-relay").try_campaign().await? {
     ///     // ... lead ...
@@ -352,7 +352,7 @@ impl Election {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// # async fn run_scheduler(_term: i64) {}
     /// let election = locker.election("scheduler").id("10.0.0.1:8080");
@@ -398,7 +398,7 @@ impl Election {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// # async fn relay(_term: sqlock::LeaderTerm) {}
     /// let election = locker.election("outbox-relay").id("relay-1");

@@ -48,7 +48,7 @@ impl LockGuard {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # sqlx::raw_sql("CREATE TABLE ledger (id INTEGER PRIMARY KEY, balance INTEGER); INSERT INTO ledger VALUES (1, 0)").execute(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let guard = locker.acquire("ledger-1").await?;

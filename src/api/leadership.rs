@@ -165,7 +165,7 @@ impl Leadership {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// # sqlx::raw_sql("CREATE TABLE jobs (id INTEGER PRIMARY KEY, scheduled BOOLEAN); INSERT INTO jobs VALUES (7, FALSE)").execute(&pool).await?;
     /// # let leadership = locker.election("scheduler").campaign().await?;
@@ -202,7 +202,7 @@ impl Leadership {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// # let leadership = locker.election("outbox-relay").campaign().await?;
     /// if !leadership.resign().await? {
@@ -312,7 +312,7 @@ impl LeaderTerm {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// # sqlx::raw_sql("CREATE TABLE runs (term INTEGER)").execute(&pool).await?;
     /// # let election = locker.election("nightly");

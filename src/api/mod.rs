@@ -6,6 +6,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod builder;
+pub mod check;
 pub(crate) mod election;
 pub(crate) mod fence;
 pub(crate) mod guard;

@@ -14,9 +14,9 @@ use crate::strategy::handle::Handle;
 use crate::strategy::landing::{Landing, Leases};
 use crate::strategy::lease::Renewal;
 use crate::strategy::multi::{self, MultiAsk};
-use crate::strategy::wait::{Turn, Wait, CONTENTION_RETRIES};
+use crate::strategy::wait::{single_try, Turn, Wait};
 use crate::strategy::{Ask, Granted, Hold};
-use crate::support::error::{Class, Error, Result};
+use crate::support::error::{Error, Result};
 use crate::support::lost::{LostReason, LostSignal};
 use crate::support::strategy_kind::Strategy;
 use crate::support::validate;
@@ -39,7 +39,7 @@ impl Locker {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
@@ -159,8 +159,8 @@ impl MultiLockRequest<'_> {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the attempt runs in a task of its own, and if this future is gone
-    /// when it answers, every key it took is given back.
+    /// Cancel safe: the attempt runs in the caller's task, and moves to a task of its
+    /// own if this future is dropped first, which gives back every key it took.
     ///
     /// # Examples
     ///
@@ -168,7 +168,7 @@ impl MultiLockRequest<'_> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let other = locker.new_handle();
     /// let held = other.acquire("b").await?;
@@ -181,22 +181,8 @@ impl MultiLockRequest<'_> {
     pub async fn try_acquire(self) -> Result<Option<MultiLockGuard>> {
         let ask = self.ask()?;
         let started = Instant::now();
-        let mut tries: u32 = 0;
-        loop {
-            let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            match multi::attempt(self.shared, &ask, reached).await {
-                Ok(Some((landing, sent))) => {
-                    return Ok(Some(self.guard(&ask, landing, sent, started)));
-                }
-                Ok(None) => return Ok(None),
-                Err(f) if f.class == Class::Contention && tries < CONTENTION_RETRIES => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
-                }
-                Err(f) if matches!(f.class, Class::Contention | Class::Held) => return Ok(None),
-                Err(f) => return Err(f.error),
-            }
-        }
+        let taken = single_try(|reached| multi::attempt(self.shared, &ask, reached)).await?;
+        Ok(taken.map(|(landing, sent)| self.guard(&ask, landing, sent, started)))
     }
 
     /// Takes every key, waiting as long as it takes, or until the request's
@@ -219,7 +205,7 @@ impl MultiLockRequest<'_> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let set = locker.lock_many(&["x", "y", "x"]).acquire().await?;
     /// for (key, token) in set.tokens() {

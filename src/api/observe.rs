@@ -80,7 +80,7 @@ impl Election {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// match locker.election("scheduler").leader().await? {
     ///     Some(leader) => println!("{} leads in term {}", leader.identity, leader.term),
@@ -131,7 +131,7 @@ impl Election {
 /// use sqlx::sqlite::SqlitePoolOptions;
 ///
 /// let pool = SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-/// sqlock::migrate(&pool.clone().into()).await?;
+/// sqlock::migrate(&pool).await?;
 /// let locker = Locker::builder(pool).build()?;
 ///
 /// let follower = locker.election("scheduler").poll_interval(Duration::from_millis(10));

@@ -124,7 +124,7 @@ impl SemaphoreGuard {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # sqlx::raw_sql("CREATE TABLE exports (slot TEXT PRIMARY KEY, runs INTEGER)").execute(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let permit = locker.semaphore("exports", 4).acquire().await?;
@@ -164,7 +164,7 @@ impl SemaphoreGuard {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let permits = locker.semaphore("exports", 4).acquire_many(2).await?;
     /// assert!(permits.release().await?);

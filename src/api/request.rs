@@ -147,7 +147,7 @@ impl<'a> LockRequest<'a> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool)?;
     /// use std::time::Duration;
     ///
@@ -195,7 +195,7 @@ impl<'a> LockRequest<'a> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
@@ -260,8 +260,8 @@ impl<'a> LockRequest<'a> {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the statement runs in a task of its own, and if this future is gone
-    /// when it returns a grant, that task gives the lock back.
+    /// Cancel safe: the statement runs in the caller's task, and moves to a task of its
+    /// own if this future is dropped first, which gives the lock back.
     ///
     /// # Examples
     ///
@@ -269,7 +269,7 @@ impl<'a> LockRequest<'a> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use sqlock::Strategy;
     ///
@@ -328,7 +328,7 @@ impl<'a> LockRequest<'a> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
@@ -369,7 +369,7 @@ impl<'a> LockRequest<'a> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///

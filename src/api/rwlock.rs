@@ -10,9 +10,9 @@ use crate::strategy::handle::Handle;
 use crate::strategy::landing::{Landing, Leases};
 use crate::strategy::lease::Renewal;
 use crate::strategy::rwlock::{intent_key, read_attempt};
-use crate::strategy::wait::{Turn, Wait};
+use crate::strategy::wait::{single_try, Turn, Wait};
 use crate::strategy::{Ask, Granted, Hold};
-use crate::support::error::{Class, Error, Result};
+use crate::support::error::{Error, Result};
 use crate::support::strategy_kind::Strategy;
 use crate::support::validate::read_key;
 use crate::support::validate::{self, MAX_KEY_BYTES};
@@ -34,7 +34,7 @@ impl Locker {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let other = locker.new_handle();
     /// let mine = locker.read_lock("catalog").acquire().await?;
@@ -57,7 +57,7 @@ impl Locker {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let write = locker.write_lock("catalog").acquire().await?;
     /// // A downgrade: the writer takes the read side, then gives up the write side.
@@ -150,8 +150,8 @@ async fn give_back(guard: LockGuard) -> Result<()> {
 ///
 /// # Cancel safety
 ///
-/// Cancel safe: an attempt runs in a task of its own and gives back what it took when
-/// its caller stopped waiting; a writer that stops waiting gives back its intent and
+/// Cancel safe: an attempt runs in the caller's task, and moves to a task of its own,
+/// which gives back what it took, if its caller stops waiting first; a writer that stops waiting gives back its intent and
 /// its hold of `name` in the background, as the write side's release does (a read of
 /// the handle granted beside it meanwhile keeps the name).
 #[derive(Debug, Clone)]
@@ -224,20 +224,9 @@ impl<'a> RwLockRequest<'a> {
                 .try_acquire()
                 .await;
         }
-        let mut tries: u32 = 0;
-        loop {
-            let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            match read_attempt(self.shared, self.name, ttl, reached).await {
-                Ok(Some((landing, sent))) => return Ok(Some(self.read_guard(ttl, landing, sent))),
-                Ok(None) => return Ok(None),
-                Err(f) if f.class == Class::Contention && tries < 5 => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
-                }
-                Err(f) if matches!(f.class, Class::Contention | Class::Held) => return Ok(None),
-                Err(f) => return Err(f.error),
-            }
-        }
+        let taken =
+            single_try(|reached| read_attempt(self.shared, self.name, ttl, reached)).await?;
+        Ok(taken.map(|(landing, sent)| self.read_guard(ttl, landing, sent)))
     }
 
     /// Takes the side asked for, waiting as long as it takes, or until the request's

@@ -47,7 +47,7 @@ impl Locker {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// let locker = sqlock::Locker::new(pool)?;
     /// let read = locker.read_lock("report").acquire().await?;
     /// let locks = locker.rwlocks().await?;

@@ -63,8 +63,10 @@ use super::permits::SemaphoreGuard;
 /// # When not to use it
 ///
 /// For one holder at a time, take a lock ([`Locker::acquire`]): one statement instead
-/// of a transaction, re-entrant, with presence. A semaphore's permits record no
-/// presence marker. Its waiters are woken by a permit's release on PostgreSQL with
+/// of a transaction, re-entrant. With
+/// [presence](crate::LockerBuilder::presence) a permit records the handle's marker as
+/// a lease does, and a dead holder's permit is the next acquisition's at once. Its
+/// waiters are woken by a permit's release on PostgreSQL with
 /// [`LockerBuilder::notify_waiters`](crate::LockerBuilder::notify_waiters), as a
 /// lock's waiters are by its release.
 ///
@@ -77,7 +79,7 @@ use super::permits::SemaphoreGuard;
 /// use sqlx::sqlite::SqlitePoolOptions;
 ///
 /// let pool = SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-/// sqlock::migrate(&pool.clone().into()).await?;
+/// sqlock::migrate(&pool).await?;
 /// let locker = Locker::new(pool)?;
 ///
 /// // At most two exports at once, in every process that uses "exports".
@@ -115,7 +117,7 @@ impl Locker {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let permit = locker.semaphore("video-encoders", 4).acquire().await?;
     /// # Ok(())
@@ -150,7 +152,7 @@ impl Locker {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let permit = locker.semaphore("exports", 3).acquire().await?;
     /// let listed = locker.semaphores().await?;
@@ -184,6 +186,8 @@ fn holders_of(prefix: &str, permits: i64) -> Slots<'_> {
         permits,
         count: 0,
         ttl_us: 0,
+        presence: "",
+        gone: "[]",
     }
 }
 
@@ -247,8 +251,8 @@ impl Semaphore {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the transaction runs in a task of its own, and if this future is
-    /// gone when it returns permits, they are given back.
+    /// Cancel safe: the transaction runs in the caller's task, and moves to a task of
+    /// its own if this future is dropped first, which gives back the permits it took.
     ///
     /// # Examples
     ///
@@ -256,7 +260,7 @@ impl Semaphore {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// match locker.semaphore("crawlers", 8).try_acquire().await? {
     ///     Some(permit) => println!("crawling with permit {}", permit.fencing_token()),
@@ -287,7 +291,7 @@ impl Semaphore {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let permit = locker.semaphore("crawlers", 8).acquire().await?;
     /// // ... crawl ...
@@ -315,7 +319,7 @@ impl Semaphore {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
@@ -345,7 +349,7 @@ impl Semaphore {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let memory = locker.semaphore("gigabytes", 16);
     /// let small = memory.try_acquire_many(10).await?.expect("16 free");
@@ -382,7 +386,7 @@ impl Semaphore {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let permits = locker.semaphore("gigabytes", 16).acquire_many(4).await?;
     /// assert_eq!(permits.tokens().count(), 4);
@@ -411,7 +415,7 @@ impl Semaphore {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// use std::time::Duration;
     ///
@@ -448,7 +452,7 @@ impl Semaphore {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), sqlock::Error> {
     /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool.clone().into()).await?;
+    /// # sqlock::migrate(&pool).await?;
     /// # let locker = sqlock::Locker::new(pool.clone())?;
     /// let exports = locker.semaphore("exports", 2);
     /// let permit = exports.acquire().await?;
@@ -521,7 +525,7 @@ impl Semaphore {
                     expires_us: slot.expires_us,
                     hold_count: 1,
                     strategy: Strategy::Lease.name().to_owned(),
-                    presence: None,
+                    presence: slot.presence,
                 };
                 let (hold, lost) = LeaseHold::start(shared, &id, &grant, sent, renewal);
                 LockGuard::new(Arc::clone(shared), id, Hold::Lease(hold), lost, None)

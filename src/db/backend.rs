@@ -13,6 +13,7 @@ use std::future::Future;
 use crate::support::error::{Class, Error};
 use crate::support::validate::TableName;
 
+use super::declare::statements;
 use super::dialect::Dialect;
 use super::outcome::{Elected, Failure, Grant, Listed, Renewal};
 use super::runner::{elected, grants, listed, texts, On, Runner};
@@ -20,140 +21,127 @@ use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{
     Acquire, AcquireAll, Bound, Claim, Extend, Held, Key, KeyList, Limit, Mark, Parent, Permits,
-    Place, Push, Release, Renew, RowGrant, Share, Slots, Sweep,
+    Place, Present, Push, Release, Renew, RowGrant, Share, Slots, Sweep,
 };
 
-/// The statements every server has, rendered for one table.
-#[derive(Debug, Clone)]
-pub(crate) struct Common {
-    pub(crate) lease_acquire: Statement<Acquire<'static>>,
-    pub(crate) lease_release: Statement<Held<'static>>,
-    pub(crate) insert_release: Statement<Held<'static>>,
-    pub(crate) lease_release_at_least: Statement<Release<'static>>,
-    pub(crate) insert_release_at_least: Statement<Release<'static>>,
-    pub(crate) lease_extend: Statement<Extend<'static>>,
-    pub(crate) lease_renew: Statement<Renew<'static>>,
-    pub(crate) lease_force_release: Statement<Key<'static>>,
-    /// An operator's revocation of a lock: its holds taken, the row kept until its
-    /// holder gives it back or it lapses (`revoke.rs`).
-    pub(crate) lease_revoke: Statement<Key<'static>>,
-    /// Which leases a renewal found lost were revoked (the watchdog's).
-    pub(crate) lease_revoked: Statement<Renew<'static>>,
-    pub(crate) sweep: Statement<Sweep<'static>>,
-    pub(crate) list: Statement<Limit>,
-    pub(crate) lookup: Statement<Key<'static>>,
-    pub(crate) fence: Statement<Held<'static>>,
-    /// An election's claim of a term, and the read of its leader.
-    pub(crate) elect_claim: Statement<Claim<'static>>,
-    pub(crate) elect_leader: Statement<Key<'static>>,
-    /// A multi-lock's attempt, every key in one statement (`multi.rs`).
-    pub(crate) multi_acquire: Statement<AcquireAll<'static>>,
-    pub(crate) fair: Fair,
-    /// The semaphore's statements (`semaphore.rs`).
-    pub(crate) semaphore: Semaphore,
-    pub(crate) rw: Rw,
-    /// The steps of the holds of a name in shared mode (`shared.rs`).
-    pub(crate) shared: Shared,
+statements! {
+    /// The read-write lock's statements (`rw_*.sql`), every server's (`rw.rs`).
+    Rw / RwTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
+        /// The key's gate, taken shared by a read's transaction.
+        gate: Key<'static> = "rw_gate",
+        /// A read hold, in a transaction holding the key's gate.
+        read: Acquire<'static> = "rw_read",
+        /// The name marked held by reads, after a read hold, in its transaction.
+        mark: Share<'static> = "rw_mark",
+        /// The write side's release: one hold given back, and with the last the name
+        /// left to the writer's own read, when it holds one, or freed.
+        release: Held<'static> = "rw_release",
+        /// Presence: the live reads of a name whose holders may be gone, but the
+        /// asking writer's own.
+        gone: Held<'static> = "rw_gone",
+        /// Presence: one of those reads dropped, if its holder is still gone.
+        drop_gone: Held<'static> = "rw_drop_gone",
+    }
 }
 
-/// The read-write lock's statements (`rw_*.sql`), every server's (`rw.rs`).
-#[derive(Debug, Clone)]
-pub(crate) struct Rw {
-    /// The key's gate, taken shared by a read's transaction.
-    pub(crate) gate: Statement<Key<'static>>,
-    /// A read hold, in a transaction holding the key's gate.
-    pub(crate) read: Statement<Acquire<'static>>,
-    /// The name marked held by reads, after a read hold, in its transaction.
-    pub(crate) mark: Statement<Share<'static>>,
-    /// The write side's release: one hold given back, and with the last the name left
-    /// to the writer's own read, when it holds one, or freed.
-    pub(crate) release: Statement<Held<'static>>,
+statements! {
+    /// The statements of the holds of a name in shared mode (`shared_*.sql`), every
+    /// server's (`shared.rs`): reads and permits.
+    Shared / SharedTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
+        /// One hold given back: the holds left.
+        release: Held<'static> = "shared_release",
+        /// The name counts one hold less, and is free at none.
+        leave: Parent<'static> = "shared_leave",
+        /// The name pushed as far as a hold of it, once the hold was extended.
+        push: Push<'static> = "shared_push",
+        /// An operator's release of a name: the holds to release with it.
+        holds: Key<'static> = "shared_holds",
+        /// An operator's release of those holds.
+        force: KeyList = "shared_force",
+        /// An operator's release of one hold.
+        drop: Key<'static> = "shared_drop",
+        /// An operator's revocation of holds (`revoke.rs`).
+        revoke: KeyList = "shared_revoke",
+    }
 }
 
-/// The statements of the holds of a name in shared mode (`shared_*.sql`), every
-/// server's (`shared.rs`): reads and permits.
-#[derive(Debug, Clone)]
-pub(crate) struct Shared {
-    /// One hold given back: the holds left.
-    pub(crate) release: Statement<Held<'static>>,
-    /// The name counts one hold less, and is free at none.
-    pub(crate) leave: Statement<Parent<'static>>,
-    /// The name pushed as far as a hold of it, once the hold was extended.
-    pub(crate) push: Statement<Push<'static>>,
-    /// An operator's release of a name: the holds to release with it.
-    pub(crate) holds: Statement<Key<'static>>,
-    /// An operator's release of those holds.
-    pub(crate) force: Statement<KeyList>,
-    /// An operator's release of one hold.
-    pub(crate) drop: Statement<Key<'static>>,
-    /// An operator's revocation of holds (`revoke.rs`).
-    pub(crate) revoke: Statement<KeyList>,
+statements! {
+    /// The semaphore's statements (`semaphore_*.sql`), every server's (`semaphore.rs`).
+    Semaphore / SemaphoreTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
+        /// Records a semaphore with its N unless it is recorded.
+        ensure: Permits<'static> = "semaphore_ensure",
+        /// Locks the semaphore's row: its gate, and the N recorded.
+        gate: Key<'static> = "semaphore_gate",
+        /// The N a semaphore is recorded with.
+        permits: Key<'static> = "semaphore_permits",
+        /// Takes free slots, under the gate.
+        take: Slots<'static> = "semaphore_take",
+        /// The live permits of a semaphore's slots.
+        holders: Slots<'static> = "semaphore_holders",
+        /// The recorded semaphores.
+        list: Limit = "semaphore_list",
+        /// The name marked held by permits, after they were taken.
+        mark: Share<'static> = "semaphore_mark",
+    }
 }
 
-/// The semaphore's statements (`semaphore_*.sql`), every server's (`semaphore.rs`).
-#[derive(Debug, Clone)]
-pub(crate) struct Semaphore {
-    /// Records a semaphore with its N unless it is recorded.
-    pub(crate) ensure: Statement<Permits<'static>>,
-    /// Locks the semaphore's row: its gate, and the N recorded.
-    pub(crate) gate: Statement<Key<'static>>,
-    /// The N a semaphore is recorded with.
-    pub(crate) permits: Statement<Key<'static>>,
-    /// Takes free slots, under the gate.
-    pub(crate) take: Statement<Slots<'static>>,
-    /// The name marked held by permits, after they were taken.
-    pub(crate) mark: Statement<Share<'static>>,
-    /// The live permits of a semaphore's slots.
-    pub(crate) holders: Statement<Slots<'static>>,
-    /// The recorded semaphores.
-    pub(crate) list: Statement<Limit>,
+statements! {
+    /// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
+    /// queue, which `fair.rs` runs in transactions of its own.
+    Fair / FairTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
+        gate: Key<'static> = "fair_gate",
+        enqueue: Place<'static> = "fair_enqueue",
+        renew: Place<'static> = "fair_renew",
+        status: Place<'static> = "fair_status",
+        head: Key<'static> = "fair_head",
+        ensure: Key<'static> = "fair_ensure",
+        /// The lock handed to the first live waiter, when it is free, expired, or
+        /// held by a holder whose presence marker is gone.
+        take: Place<'static> = "fair_take",
+        mark: Mark<'static> = "fair_mark",
+        /// Presence: the waiter's marker recorded in the grant it took up, where the
+        /// table keeps markers (PostgreSQL, MariaDB; never sent to SQLite).
+        present: Present<'static> = "fair_present",
+        leave: Place<'static> = "fair_leave",
+        sweep: Sweep<'static> = "fair_sweep",
+    }
 }
 
-/// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
-/// queue, which `fair.rs` runs in transactions of its own.
-#[derive(Debug, Clone)]
-pub(crate) struct Fair {
-    pub(crate) gate: Statement<Key<'static>>,
-    pub(crate) enqueue: Statement<Place<'static>>,
-    pub(crate) renew: Statement<Place<'static>>,
-    pub(crate) status: Statement<Place<'static>>,
-    pub(crate) head: Statement<Key<'static>>,
-    pub(crate) ensure: Statement<Key<'static>>,
-    pub(crate) take: Statement<Place<'static>>,
-    pub(crate) mark: Statement<Mark<'static>>,
-    pub(crate) leave: Statement<Place<'static>>,
-    pub(crate) sweep: Statement<Sweep<'static>>,
-}
-
-/// The templates of [`Common`], as a server's folder in `sql/` has them.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CommonTemplates {
-    pub(crate) lease_acquire: &'static str,
-    pub(crate) lease_release: &'static str,
-    pub(crate) insert_release: &'static str,
-    pub(crate) lease_release_at_least: &'static str,
-    pub(crate) insert_release_at_least: &'static str,
-    pub(crate) lease_extend: &'static str,
-    pub(crate) lease_renew: &'static str,
-    pub(crate) lease_force_release: &'static str,
-    pub(crate) lease_revoke: &'static str,
-    pub(crate) lease_revoked: &'static str,
-    pub(crate) sweep: &'static str,
-    pub(crate) list: &'static str,
-    pub(crate) lookup: &'static str,
-    pub(crate) fence: &'static str,
-    pub(crate) elect_claim: &'static str,
-    pub(crate) elect_leader: &'static str,
-    pub(crate) multi_acquire: &'static str,
-    /// `fair_gate`, `_enqueue`, `_renew`, `_status`, `_head`, `_ensure`, `_take`,
-    /// `_mark`, `_leave`, `_sweep`, in that order.
-    pub(crate) fair: [&'static str; 10],
-    /// `rw_gate`, `rw_read`, `rw_mark`, `rw_release`.
-    pub(crate) rw: [&'static str; 4],
-    /// `semaphore_ensure`, `_gate`, `_permits`, `_take`, `_holders`, `_list`, `_mark`.
-    pub(crate) semaphore: [&'static str; 7],
-    /// `shared_release`, `_leave`, `_push`, `_holds`, `_force`, `_drop`, `_revoke`.
-    pub(crate) shared: [&'static str; 7],
+statements! {
+    /// The statements every server has, rendered for one table.
+    Common / CommonTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
+        lease_acquire: Acquire<'static> = "lease_acquire",
+        lease_release: Held<'static> = "lease_release",
+        insert_release: Held<'static> = "insert_release",
+        lease_release_at_least: Release<'static> = "lease_release_at_least",
+        insert_release_at_least: Release<'static> = "insert_release_at_least",
+        lease_extend: Extend<'static> = "lease_extend",
+        lease_renew: Renew<'static> = "lease_renew",
+        lease_force_release: Key<'static> = "lease_force_release",
+        /// An operator's revocation of a lock: its holds taken, the row kept until its
+        /// holder gives it back or it lapses (`revoke.rs`).
+        lease_revoke: Key<'static> = "lease_revoke",
+        /// Which leases a renewal found lost were revoked (the watchdog's).
+        lease_revoked: Renew<'static> = "lease_revoked",
+        sweep: Sweep<'static> = "sweep",
+        list: Limit = "list",
+        lookup: Key<'static> = "lookup",
+        fence: Held<'static> = "fence",
+        /// An election's claim of a term.
+        elect_claim: Claim<'static> = "elect_claim",
+        /// The read of an election's leader.
+        elect_leader: Key<'static> = "elect_leader",
+        /// A multi-lock's attempt, every key in one statement (`multi.rs`).
+        multi_acquire: AcquireAll<'static> = "multi_acquire",
+    }
+    groups {
+        fair: Fair / FairTemplates,
+        /// The semaphore's statements (`semaphore.rs`).
+        semaphore: Semaphore / SemaphoreTemplates,
+        rw: Rw / RwTemplates,
+        /// The steps of the holds of a name in shared mode (`shared.rs`).
+        shared: Shared / SharedTemplates,
+    }
 }
 
 /// The text of `sql/$dir/$name.sql`, compiled in.
@@ -163,129 +151,6 @@ macro_rules! sql {
     };
 }
 pub(crate) use sql;
-
-/// The templates every server has, from `sql/$dir/`.
-macro_rules! common_templates {
-    ($dir:literal) => {{
-        use $crate::db::backend::sql;
-        $crate::db::backend::CommonTemplates {
-            lease_acquire: sql!($dir, "lease_acquire"),
-            lease_release: sql!($dir, "lease_release"),
-            insert_release: sql!($dir, "insert_release"),
-            lease_release_at_least: sql!($dir, "lease_release_at_least"),
-            insert_release_at_least: sql!($dir, "insert_release_at_least"),
-            lease_extend: sql!($dir, "lease_extend"),
-            lease_renew: sql!($dir, "lease_renew"),
-            lease_force_release: sql!($dir, "lease_force_release"),
-            lease_revoke: sql!($dir, "lease_revoke"),
-            lease_revoked: sql!($dir, "lease_revoked"),
-            sweep: sql!($dir, "sweep"),
-            list: sql!($dir, "list"),
-            lookup: sql!($dir, "lookup"),
-            fence: sql!($dir, "fence"),
-            elect_claim: sql!($dir, "elect_claim"),
-            elect_leader: sql!($dir, "elect_leader"),
-            multi_acquire: sql!($dir, "multi_acquire"),
-            fair: [
-                sql!($dir, "fair_gate"),
-                sql!($dir, "fair_enqueue"),
-                sql!($dir, "fair_renew"),
-                sql!($dir, "fair_status"),
-                sql!($dir, "fair_head"),
-                sql!($dir, "fair_ensure"),
-                sql!($dir, "fair_take"),
-                sql!($dir, "fair_mark"),
-                sql!($dir, "fair_leave"),
-                sql!($dir, "fair_sweep"),
-            ],
-            rw: [
-                sql!($dir, "rw_gate"),
-                sql!($dir, "rw_read"),
-                sql!($dir, "rw_mark"),
-                sql!($dir, "rw_release"),
-            ],
-            semaphore: [
-                sql!($dir, "semaphore_ensure"),
-                sql!($dir, "semaphore_gate"),
-                sql!($dir, "semaphore_permits"),
-                sql!($dir, "semaphore_take"),
-                sql!($dir, "semaphore_holders"),
-                sql!($dir, "semaphore_list"),
-                sql!($dir, "semaphore_mark"),
-            ],
-            shared: [
-                sql!($dir, "shared_release"),
-                sql!($dir, "shared_leave"),
-                sql!($dir, "shared_push"),
-                sql!($dir, "shared_holds"),
-                sql!($dir, "shared_force"),
-                sql!($dir, "shared_drop"),
-                sql!($dir, "shared_revoke"),
-            ],
-        }
-    }};
-}
-pub(crate) use common_templates;
-
-impl Common {
-    pub(crate) fn render(t: &CommonTemplates, target: &Target<'_>) -> Self {
-        Self {
-            lease_acquire: target.render(t.lease_acquire),
-            lease_release: target.render(t.lease_release),
-            insert_release: target.render(t.insert_release),
-            lease_release_at_least: target.render(t.lease_release_at_least),
-            insert_release_at_least: target.render(t.insert_release_at_least),
-            lease_extend: target.render(t.lease_extend),
-            lease_renew: target.render(t.lease_renew),
-            lease_force_release: target.render(t.lease_force_release),
-            lease_revoke: target.render(t.lease_revoke),
-            lease_revoked: target.render(t.lease_revoked),
-            sweep: target.render(t.sweep),
-            list: target.render(t.list),
-            lookup: target.render(t.lookup),
-            fence: target.render(t.fence),
-            elect_claim: target.render(t.elect_claim),
-            elect_leader: target.render(t.elect_leader),
-            multi_acquire: target.render(t.multi_acquire),
-            fair: Fair {
-                gate: target.render(t.fair[0]),
-                enqueue: target.render(t.fair[1]),
-                renew: target.render(t.fair[2]),
-                status: target.render(t.fair[3]),
-                head: target.render(t.fair[4]),
-                ensure: target.render(t.fair[5]),
-                take: target.render(t.fair[6]),
-                mark: target.render(t.fair[7]),
-                leave: target.render(t.fair[8]),
-                sweep: target.render(t.fair[9]),
-            },
-            rw: Rw {
-                gate: target.render(t.rw[0]),
-                read: target.render(t.rw[1]),
-                mark: target.render(t.rw[2]),
-                release: target.render(t.rw[3]),
-            },
-            semaphore: Semaphore {
-                ensure: target.render(t.semaphore[0]),
-                gate: target.render(t.semaphore[1]),
-                permits: target.render(t.semaphore[2]),
-                take: target.render(t.semaphore[3]),
-                holders: target.render(t.semaphore[4]),
-                list: target.render(t.semaphore[5]),
-                mark: target.render(t.semaphore[6]),
-            },
-            shared: Shared {
-                release: target.render(t.shared[0]),
-                leave: target.render(t.shared[1]),
-                push: target.render(t.shared[2]),
-                holds: target.render(t.shared[3]),
-                force: target.render(t.shared[4]),
-                drop: target.render(t.shared[5]),
-                revoke: target.render(t.shared[6]),
-            },
-        }
-    }
-}
 
 /// What every backend has: its pool, its table, and the statements every server has,
 /// rendered for that table.
@@ -383,6 +248,34 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         }
     }
 
+    /// Of `owners`, those whose presence marker is found outside the database and free
+    /// (SQLite's marker files: their processes are gone), each marker held until the
+    /// answer is dropped, so that their holds can be taken meanwhile. The servers'
+    /// markers are found inside the statements: none here.
+    fn gone_owners(&self, owners: &[String]) -> GoneOwners {
+        // The default, for the servers, is never asked: see `markers_outside`.
+        let _ = owners;
+        GoneOwners::default()
+    }
+
+    /// Whether presence markers are files outside the database (SQLite), which the
+    /// statements cannot see: a statement's "gone" then only lists candidates, and
+    /// [`gone_owners`](Self::gone_owners) decides.
+    const MARKERS_IN_FILES: bool = false;
+
+    /// Whether presence markers are found outside the database, for
+    /// [`gone_owners`](Self::gone_owners) to look at: SQLite's marker files, when
+    /// their folder is there.
+    fn markers_outside(&self) -> bool {
+        false
+    }
+
+    /// `rows` with `gone` set for each holder whose presence marker is found outside
+    /// the database and free (SQLite's marker files); the servers' statements say it.
+    fn with_gone(&self, rows: Vec<Listed>) -> Vec<Listed> {
+        rows
+    }
+
     /// Whether a statement that answers with several rows as it writes them is sent in
     /// an explicit transaction of its own (a multi-lock's, `multi.rs`): only on a node
     /// of a Galera cluster (see `MariaDb::lease_acquire`).
@@ -471,13 +364,20 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
         }
     }
 
-    /// The listed locks, or the one on a key.
+    /// The listed locks, or the one on a key, each holder said to be gone when its
+    /// presence marker is free.
     fn list(&self, l: &Limit) -> impl Future<Output = Result<Vec<Listed>, sqlx::Error>> + Send {
-        async move { listed(On::Pool(self.pool(), false), &self.common().list, l).await }
+        async move {
+            let rows = listed(On::Pool(self.pool(), false), &self.common().list, l).await?;
+            Ok(self.with_gone(rows))
+        }
     }
 
     fn lookup(&self, k: &Key<'_>) -> impl Future<Output = Result<Vec<Listed>, sqlx::Error>> + Send {
-        async move { listed(On::Pool(self.pool(), false), &self.common().lookup, k).await }
+        async move {
+            let rows = listed(On::Pool(self.pool(), false), &self.common().lookup, k).await?;
+            Ok(self.with_gone(rows))
+        }
     }
 
     /// The leader of the election on a key, if it has one.
@@ -489,33 +389,18 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
     }
 }
 
-/// The statements of the for-update strategy every server with row locks has.
-#[derive(Debug, Clone)]
-pub(crate) struct ForUpdate {
-    pub(crate) lock: Statement<Key<'static>>,
-    pub(crate) lock_nowait: Statement<Key<'static>>,
-    pub(crate) ensure: Statement<Key<'static>>,
-    pub(crate) grant: Statement<RowGrant<'static>>,
-    /// Whether the holder's transaction still shows its grant: the keepalive, and the
-    /// check after the holder's own statements and before COMMIT.
-    pub(crate) check: Statement<Held<'static>>,
+statements! {
+    /// The statements of the for-update strategy every server with row locks has.
+    ForUpdate / ForUpdateTemplates for { postgres: "postgres", mysql: "mysql" } {
+        lock: Key<'static> = "for_update_lock",
+        lock_nowait: Key<'static> = "for_update_lock_nowait",
+        ensure: Key<'static> = "for_update_ensure",
+        grant: RowGrant<'static> = "for_update_grant",
+        /// Whether the holder's transaction still shows its grant: the keepalive, and
+        /// the check after the holder's own statements and before COMMIT.
+        check: Held<'static> = "for_update_check",
+    }
 }
-
-/// The for-update statements of `sql/$dir/`, rendered for `$target`.
-macro_rules! for_update_of {
-    ($dir:literal, $target:expr) => {{
-        use $crate::db::backend::sql;
-        let target = $target;
-        $crate::db::backend::ForUpdate {
-            lock: target.render(sql!($dir, "for_update_lock")),
-            lock_nowait: target.render(sql!($dir, "for_update_lock_nowait")),
-            ensure: target.render(sql!($dir, "for_update_ensure")),
-            grant: target.render(sql!($dir, "for_update_grant")),
-            check: target.render(sql!($dir, "for_update_check")),
-        }
-    }};
-}
-pub(crate) use for_update_of;
 
 /// How the key's row may be locked, once the transaction's waits are bounded.
 #[derive(Debug)]
@@ -560,4 +445,19 @@ pub(crate) trait RowLocks: Backend {
 
     /// The public face of a locking transaction of this server.
     fn lend(tx: sqlx::Transaction<'static, Self::Db>) -> DbTransaction;
+}
+
+/// Owners whose presence markers were found free outside the database (SQLite's
+/// marker files), held until this is dropped: see [`Backend::gone_owners`].
+#[derive(Debug, Default)]
+pub(crate) struct GoneOwners {
+    /// The owners, as a JSON array (`"[]"` for none), as statements take them.
+    pub(crate) json: String,
+    /// Who they are.
+    pub(crate) owners: Vec<String>,
+    /// How many there are.
+    pub(crate) count: usize,
+    /// Their markers, locked by this process until dropped: kept, never read.
+    #[allow(dead_code)]
+    pub(crate) held: Vec<std::fs::File>,
 }

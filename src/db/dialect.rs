@@ -18,6 +18,32 @@ pub enum Dialect {
     Sqlite,
 }
 
+/// The error of parsing a [`Dialect`] from a name it does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dialect {0:?}: expected postgres, mysql or sqlite")]
+pub struct UnknownDialect(pub String);
+
+/// From its name ([`Dialect::name`]), or `postgresql` or `mariadb`.
+///
+/// ```
+/// use sqlock::Dialect;
+///
+/// assert_eq!("mariadb".parse(), Ok(Dialect::MySql));
+/// assert!("oracle".parse::<Dialect>().is_err());
+/// ```
+impl std::str::FromStr for Dialect {
+    type Err = UnknownDialect;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "postgres" | "postgresql" => Ok(Self::Postgres),
+            "mysql" | "mariadb" => Ok(Self::MySql),
+            "sqlite" => Ok(Self::Sqlite),
+            other => Err(UnknownDialect(other.to_owned())),
+        }
+    }
+}
+
 impl Dialect {
     /// The dialect's folder name under `sql/` and `migrations/`.
     pub fn name(self) -> &'static str {

@@ -18,10 +18,11 @@
 
 use crate::support::error::Class;
 
-use super::backend::Backend;
-use super::outcome::Grant;
-use super::runner::{self, On, Runner};
-use super::values::{Extend, Held, Key, Mark, Place, Sweep};
+use super::backend::{Backend, GoneOwners};
+use super::outcome::{Failure, Grant};
+use super::runner::{self, listed, On, Runner};
+use super::server::{on_backend, Db};
+use super::values::{Extend, Held, Key, Mark, Place, Present, Sweep};
 
 /// A waiter's standing, as a step found it.
 #[derive(Debug)]
@@ -92,12 +93,29 @@ async fn hand_on<B: Backend>(
         owner: &owner,
         ticket,
         ttl_us: 0,
+        presence: "",
+        gone: "[]",
     };
     let taken = async {
         if ensure {
             B::Db::execute(On::Conn(&mut *conn), &f.ensure, &Key(key)).await?;
         }
-        B::Db::value(On::Conn(&mut *conn), &f.take, &place).await
+        let taken = B::Db::value(On::Conn(&mut *conn), &f.take, &place).await?;
+        if taken.is_some() || !b.markers_outside() {
+            return Ok(taken);
+        }
+        // SQLite: the lock is held; taken all the same when its holder's marker file
+        // is free (its process gone), held meanwhile so that the answer cannot change.
+        let Some(gone) = gone_holder(b, &mut *conn, key, &owner).await? else {
+            return Ok(None);
+        };
+        let again = Place {
+            gone: &gone.json,
+            ..place
+        };
+        let taken = B::Db::value(On::Conn(&mut *conn), &f.take, &again).await;
+        drop(gone);
+        taken
     }
     .await;
     let token = match taken {
@@ -114,6 +132,29 @@ async fn hand_on<B: Backend>(
     let mark = Mark { key, ticket, token };
     B::Db::execute(On::Conn(&mut *conn), &f.mark, &mark).await?;
     Ok(Handoff::To(ticket, token))
+}
+
+/// Where presence markers are found outside the database (SQLite's files): the live
+/// holder of `key` when it is not `waiter` and its marker is free (its process gone),
+/// with the marker held until the answer is dropped. `None` on the servers, whose
+/// statements find such a holder themselves.
+async fn gone_holder<B: Backend>(
+    b: &B,
+    conn: &mut Conn<B>,
+    key: &str,
+    waiter: &str,
+) -> Result<Option<GoneOwners>, sqlx::Error> {
+    if !b.markers_outside() {
+        return Ok(None);
+    }
+    let holders = listed::<B::Db, _>(On::Conn(conn), &b.common().lookup, &Key(key)).await?;
+    let owners: Vec<String> = holders
+        .into_iter()
+        .filter(|h| h.hold_count > 0 && h.strategy != "for-update" && h.owner != waiter)
+        .map(|h| h.owner)
+        .collect();
+    let gone = b.gone_owners(&owners);
+    Ok((gone.count > 0).then_some(gone))
 }
 
 /// Ends a step whose handoff found the head's place busy: rolled back, and `None`
@@ -133,15 +174,22 @@ async fn status<B: Backend>(
     conn: &mut Conn<B>,
     p: &Place<'_>,
 ) -> Result<Option<(i64, i64, bool)>, sqlx::Error> {
-    let rows = B::Db::rows(On::Conn(conn), &b.common().fair.status, p).await?;
-    match rows.first() {
-        Some(row) => Ok(Some((
-            B::Db::int(row, 0)?,
-            B::Db::int(row, 1)?,
-            B::Db::int(row, 2)? != 0,
-        ))),
-        None => Ok(None),
+    let rows = B::Db::rows(On::Conn(&mut *conn), &b.common().fair.status, p).await?;
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let (token, ahead, mut free) = (
+        B::Db::int(row, 0)?,
+        B::Db::int(row, 1)?,
+        B::Db::int(row, 2)? != 0,
+    );
+    drop(rows);
+    // SQLite: the servers' statement counts a holder whose marker is gone as free; here
+    // the first waiter asks the holder's marker file (only it polls on `free`).
+    if token == 0 && ahead == 0 && !free {
+        free = gone_holder(b, conn, p.key, p.owner).await?.is_some();
     }
+    Ok(Some((token, ahead, free)))
 }
 
 /// Takes up the grant of `token` handed to the waiter at `p`, as the table shows it
@@ -167,6 +215,18 @@ async fn take_up<B: Backend>(
     let Some(expires_us) = expires else {
         return Ok(None);
     };
+    // Presence: the grant was handed on by whoever freed the lock, who knows no marker
+    // of this waiter's: the waiter records its own now, where the table keeps markers
+    // (SQLite's are files, found by owner).
+    let marked = if p.presence.is_empty() || B::MARKERS_IN_FILES {
+        false
+    } else {
+        let present = Present {
+            held: extend.held,
+            presence: p.presence,
+        };
+        B::Db::execute(On::Conn(&mut *conn), &b.common().fair.present, &present).await? > 0
+    };
     B::Db::execute(On::Conn(&mut *conn), &b.common().fair.leave, p).await?;
     Ok(Some(Grant {
         owner: p.owner.to_owned(),
@@ -174,7 +234,7 @@ async fn take_up<B: Backend>(
         expires_us,
         hold_count: 1,
         strategy: "fair".to_owned(),
-        presence: None,
+        presence: marked.then_some(0),
     }))
 }
 
@@ -403,4 +463,66 @@ pub(crate) async fn force_release<B: Backend>(
 /// One batch of the queue's sweep: places that lapsed `grace_us` ago or more.
 pub(crate) async fn sweep<B: Backend>(b: &B, s: &Sweep<'_>) -> Result<u64, sqlx::Error> {
     B::Db::execute(On::Pool(b.pool(), false), &b.common().fair.sweep, s).await
+}
+
+/// The calls on a handle's backend of this module's steps.
+impl Db {
+    /// An operator's release: whether a live lease was released. A key whose row (or,
+    /// on PostgreSQL, whose advisory gate) another transaction holds fails with
+    /// contention at once, never waiting for it.
+    pub(crate) async fn force_release(&self, k: &Key<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| force_release(&**b, k).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, k.0))
+    }
+
+    /// The fair strategy's join (see [`join`]): the waiter's ticket and
+    /// standing. A closed gate is contention.
+    pub(crate) async fn fair_join(&self, p: &Place<'_>) -> Result<(i64, Standing), Failure> {
+        on_backend!(self, |b| join(&**b, p).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, p.key))
+    }
+
+    /// The first waiter's poll (see [`poll`]). A closed gate is contention.
+    pub(crate) async fn fair_poll(&self, p: &Place<'_>) -> Result<Standing, Failure> {
+        on_backend!(self, |b| poll(&**b, p).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, p.key))
+    }
+
+    /// A waiter keeps its place (see [`stand`]).
+    pub(crate) async fn fair_stand(&self, p: &Place<'_>, renew: bool) -> Result<Standing, Failure> {
+        on_backend!(self, |b| stand(&**b, p, renew).await)
+    }
+
+    /// A waiter renews its place alone (see [`renew`]): whether it was live.
+    pub(crate) async fn fair_renew(&self, p: &Place<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| renew(&**b, p).await)
+    }
+
+    /// A waiter named by a notification claims the grant it names, if the table shows
+    /// it the waiter's (see [`claim`]).
+    pub(crate) async fn fair_claim(
+        &self,
+        p: &Place<'_>,
+        token: i64,
+    ) -> Result<Option<Standing>, Failure> {
+        on_backend!(self, |b| claim(&**b, p, token).await)
+    }
+
+    /// A waiter leaves the queue (see [`leave`]). A closed gate is contention.
+    pub(crate) async fn fair_leave(&self, p: &Place<'_>) -> Result<(), Failure> {
+        on_backend!(self, |b| leave(&**b, p).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, p.key))
+    }
+
+    /// A fair holder's release, handing the lock on (see [`release`]): whether
+    /// it was still ours. A closed gate is contention.
+    pub(crate) async fn fair_release(&self, h: &Held<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| release(&**b, h).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, h.key))
+    }
+
+    /// One batch of the fair queue's sweep.
+    pub(crate) async fn fair_sweep(&self, s: &Sweep<'_>) -> Result<u64, Failure> {
+        on_backend!(self, |b| sweep(&**b, s).await)
+    }
 }

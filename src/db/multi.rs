@@ -15,8 +15,9 @@
 //! the caller.
 
 use super::backend::Backend;
-use super::outcome::Grant;
+use super::outcome::{Failure, Grant};
 use super::runner::{On, Runner};
+use super::server::{on_backend, Db};
 use super::values::AcquireAll;
 
 pub(crate) use super::outcome::TakenAll as Taken;
@@ -74,4 +75,13 @@ fn is_partial(e: &sqlx::Error) -> bool {
             Some("22003") => d.message().contains("hold_count"),
             _ => false,
         })
+}
+
+/// The calls on a handle's backend of this module's steps.
+impl Db {
+    /// A multi-lock's attempt: every key of `all` (sorted, distinct), or none
+    /// (`multi.rs`).
+    pub(crate) async fn lease_acquire_all(&self, all: &AcquireAll<'_>) -> Result<Taken, Failure> {
+        on_backend!(self, |b| acquire(&**b, all).await)
+    }
 }

@@ -13,7 +13,9 @@ use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error};
 use crate::support::validate::TableName;
 
-use super::backend::{common_templates, for_update_of, sql, Backend, Base, ForUpdate, RowLocks};
+use super::backend::{
+    sql, Backend, Base, CommonTemplates, ForUpdate, ForUpdateTemplates, RowLocks,
+};
 use super::dialect::Dialect;
 use super::fence::fence_connection;
 use super::outcome::{Failure, Grant, Renewal};
@@ -66,10 +68,10 @@ impl MariaDb {
             mode,
         };
         Self {
-            base: Base::new(pool, &target, &common_templates!("mysql")),
+            base: Base::new(pool, &target, &CommonTemplates::mysql()),
             lease_acquire_galera: target
                 .render(&without_skip_locked(sql!("mysql", "lease_acquire"))),
-            for_update: for_update_of!("mysql", &target),
+            for_update: ForUpdate::render(&ForUpdateTemplates::mysql(), &target),
             for_update_probe: target.render(sql!("mysql", "for_update_probe")),
             lease_held: target.render(sql!("mysql", "lease_held")),
             lease_survivors: target.render(sql!("mysql", "lease_survivors")),

@@ -23,3 +23,20 @@ macro_rules! per_server {
     };
 }
 pub(crate) use per_server;
+
+/// Every server's variant, for [`per_server!`] over the enums with one variant per
+/// server (`DbPool`, `Db`).
+macro_rules! every_server {
+    ($value:expr, $ty:ident, |$x:ident| $body:expr) => {
+        $crate::db::per_server!(
+            $value,
+            $ty {
+                Postgres: "postgres",
+                MySql: "mysql",
+                Sqlite: "sqlite"
+            },
+            |$x| $body
+        )
+    };
+}
+pub(crate) use every_server;

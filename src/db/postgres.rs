@@ -9,7 +9,7 @@ use crate::support::error::{Class, Error};
 use crate::support::validate::TableName;
 
 use super::backend::{
-    common_templates, for_update_of, sql, Backend, Base, ForUpdate, Gate, RowLocks,
+    sql, Backend, Base, CommonTemplates, ForUpdate, ForUpdateTemplates, Gate, RowLocks,
 };
 use super::dialect::Dialect;
 use super::fence::fence_connection;
@@ -38,7 +38,7 @@ impl Postgres {
             placeholders: Dialect::Postgres.placeholders(),
             mode,
         };
-        let mut templates = common_templates!("postgres");
+        let mut templates = CommonTemplates::postgres();
         // With notifications on, the releases that free a key announce it.
         if mode.notify {
             templates.lease_release = sql!("postgres", "lease_release_notify");
@@ -49,17 +49,17 @@ impl Postgres {
             // And so does an election's claim of a new term, for its observers.
             templates.elect_claim = sql!("postgres", "elect_claim_notify");
             // The fair handoff names the waiter it handed the lock to (`fair.rs`).
-            templates.fair[7] = sql!("postgres", "fair_mark_notify");
+            templates.fair.mark = sql!("postgres", "fair_mark_notify");
             // A read's or a permit's release frees its row, and the last read or
             // permit of a name frees the name (`shared.rs`).
-            templates.shared[0] = sql!("postgres", "shared_release_notify");
-            templates.shared[1] = sql!("postgres", "shared_leave_notify");
+            templates.shared.release = sql!("postgres", "shared_release_notify");
+            templates.shared.leave = sql!("postgres", "shared_leave_notify");
             // So does the write side's release, unless its owner's read takes it over.
-            templates.rw[3] = sql!("postgres", "rw_release_notify");
+            templates.rw.release = sql!("postgres", "rw_release_notify");
         }
         Self {
             base: Base::new(pool, &target, &templates),
-            for_update: for_update_of!("postgres", &target),
+            for_update: ForUpdate::render(&ForUpdateTemplates::postgres(), &target),
             begin: target.render(sql!("postgres", "for_update_begin")),
             begin_nowait: target.render(sql!("postgres", "for_update_begin_nowait")),
             scheduler: SchedulerStatements {

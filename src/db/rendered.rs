@@ -38,11 +38,24 @@ pub fn statement(dialect: Dialect, table: &TableName, name: &str) -> Option<Rend
     let template = template(dialect, name)?;
     // As a handle without presence sends it: no marker recorded, no owner gone.
     let template = template.replace(":presence", "''").replace(":gone", "''");
-    let rendered = Statement::<Any>::render(&template, table, dialect.placeholders());
-    Some(RenderedStatement {
+    Some(rendered(&template, dialect, table))
+}
+
+/// The statement `name` of `dialect` exactly as a handle without notifications or
+/// transaction pooling prepares it: [`statement`] with the presence values kept as
+/// parameters (`presence`, `gone`), which such a handle binds as `''`.
+///
+/// Not part of the public API: see the module's documentation.
+pub fn prepared(dialect: Dialect, table: &TableName, name: &str) -> Option<RenderedStatement> {
+    Some(rendered(template(dialect, name)?, dialect, table))
+}
+
+fn rendered(template: &str, dialect: Dialect, table: &TableName) -> RenderedStatement {
+    let rendered = Statement::<Any>::render(template, table, dialect.placeholders());
+    RenderedStatement {
         text: rendered.text().to_owned(),
         params: rendered.params().iter().map(|p| p.name()).collect(),
-    })
+    }
 }
 
 /// The statement files the benchmark sends raw, and the read-write lock's, whose plans
@@ -80,7 +93,7 @@ struct Any;
 impl Values for Any {
     type With<'a> = Any;
 
-    const PARAMS: &'static [Param] = &Param::ALL;
+    const PARAMS: &'static [Param] = Param::ALL;
 
     fn value(&self, _: Param) -> Value<'_> {
         Value::Int(0)

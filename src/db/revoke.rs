@@ -19,9 +19,11 @@
 //! hands on one that lapsed.
 
 use super::backend::Backend;
-use super::outcome::Listed;
+use super::outcome::{Failure, Listed};
 use super::runner::{self, listed, texts, On, Runner};
+use super::server::{on_backend, Db};
 use super::values::{Key, KeyList};
+use crate::support::error::Class;
 
 /// What a revocation found: how many holds it revoked, and the lock as it stands once
 /// revoked (`None` when nothing was held).
@@ -80,4 +82,16 @@ pub(crate) async fn revoke<B: Backend>(
         .next();
     tx.commit().await?;
     Ok(Some((revoked, lock)))
+}
+
+/// The calls on a handle's backend of this module's steps.
+impl Db {
+    /// An operator's revocation of the lock on `k` (`revoke.rs`; with `hold`, `k` is one
+    /// read or permit): how many holds were revoked, and the lock as it now stands. A
+    /// key whose gate or row another transaction holds fails with contention at once,
+    /// never waiting for it.
+    pub(crate) async fn revoke(&self, k: &Key<'_>, hold: bool) -> Result<Revoked, Failure> {
+        on_backend!(self, |b| revoke(&**b, k, hold).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, k.0))
+    }
 }

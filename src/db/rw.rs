@@ -11,10 +11,11 @@
 //! rows, they are renewed, released, listed and swept as every lease is, a read with
 //! its name (`lease_renew.sql`, `shared.rs`).
 
-use super::backend::Backend;
-use super::outcome::Grant;
+use super::backend::{Backend, GoneOwners};
+use super::outcome::{Failure, Grant};
 use super::runner::{self, ints, On, Runner};
-use super::values::{Acquire, Key, Share};
+use super::server::{on_backend, Db};
+use super::values::{Acquire, Held, Key, Parent, Share};
 
 /// What a read attempt found.
 #[derive(Debug)]
@@ -72,7 +73,7 @@ pub(crate) async fn read<B: Backend>(b: &B, a: &Acquire<'_>) -> Result<Read, sql
             expires_us: B::Db::int(r, 2)?,
             hold_count: B::Db::int32(r, 3)?,
             strategy: B::Db::text(r, 4)?,
-            presence: None,
+            presence: runner::marked::<B::Db>(r, 5)?,
         },
         None => {
             drop(rows);
@@ -103,4 +104,105 @@ pub(crate) async fn read<B: Backend>(b: &B, a: &Acquire<'_>) -> Result<Read, sql
     }
     tx.commit().await?;
     Ok(Read::Granted(grant))
+}
+
+/// Presence: drops the live reads of the name `name` whose holders are gone (their
+/// presence markers free: their processes died), each with one of the name's holds,
+/// so that a writer waiting for them (`owner`, whose own reads are never dropped) need
+/// not wait for their TTL: how many were dropped.
+///
+/// One statement finds them (on SQLite, the live reads, whose owners' marker files are
+/// then tried); then one transaction drops each that is still its holder's and still
+/// gone, asking again under the marker (PostgreSQL: the shared try keeps it until the
+/// commit; MariaDB: the read's row stays locked until then; SQLite: the marker files
+/// stay locked by this process), so that a holder that takes its marker back meanwhile
+/// finds its read dropped afterwards and is told it is lost. The reads are dropped
+/// first, in key order, and the name counted down after them: holds before their name,
+/// the order every step that locks both keeps (`shared.rs`).
+pub(crate) async fn drop_gone<B: Backend>(
+    b: &B,
+    name: &str,
+    owner: &str,
+) -> Result<u64, sqlx::Error> {
+    let rw = &b.common().rw;
+    let asked = Held {
+        key: name,
+        owner,
+        token: 0,
+    };
+    let rows = B::Db::rows(On::Pool(b.pool(), false), &rw.gone, &asked).await?;
+    let mut found = Vec::with_capacity(rows.len());
+    for r in &rows {
+        found.push((B::Db::text(r, 0)?, B::Db::text(r, 1)?, B::Db::int(r, 2)?));
+    }
+    drop(rows);
+    found.retain(|(_, o, _)| o != owner);
+    found.sort();
+    // SQLite: the reads of owners whose marker files are free, those files held until
+    // the transaction is done.
+    let files = if B::MARKERS_IN_FILES {
+        let gone = if b.markers_outside() {
+            let owners: Vec<String> = found.iter().map(|(_, o, _)| o.clone()).collect();
+            b.gone_owners(&owners)
+        } else {
+            GoneOwners::default()
+        };
+        found.retain(|(_, o, _)| gone.owners.contains(o));
+        Some(gone)
+    } else {
+        None
+    };
+    if found.is_empty() {
+        return Ok(0);
+    }
+    let mut tx = runner::begin(b.pool()).await?;
+    let mut dropped = 0;
+    for (key, owner, token) in &found {
+        let held = Held {
+            key,
+            owner,
+            token: *token,
+        };
+        match B::Db::execute(On::Conn(&mut *tx), &rw.drop_gone, &held).await {
+            Ok(n) => dropped += n.min(1),
+            // MariaDB: the read's row is another transaction's for a moment (its
+            // renewal): left to the next look.
+            Err(e) if B::is_lock_wait_timeout(&e) || B::is_sequence_busy(&e) => {
+                tx.rollback().await?;
+                return Ok(0);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let leave = Parent {
+        key: name,
+        kind: "read",
+    };
+    for _ in 0..dropped {
+        B::Db::execute(On::Conn(&mut *tx), &b.common().shared.leave, &leave).await?;
+    }
+    tx.commit().await?;
+    drop(files);
+    Ok(dropped)
+}
+
+/// The calls on a handle's backend of this module's steps.
+impl Db {
+    /// A read hold of a read-write lock (`rw.rs`).
+    pub(crate) async fn rw_read(&self, a: &Acquire<'_>) -> Result<Read, Failure> {
+        on_backend!(self, |b| read(&**b, a).await)
+    }
+
+    /// Presence: the reads of a name whose holders are gone, dropped for the writer
+    /// `owner` (`rw.rs`): how many.
+    pub(crate) async fn rw_drop_gone(&self, name: &str, owner: &str) -> Result<u64, Failure> {
+        on_backend!(self, |b| drop_gone(&**b, name, owner).await)
+    }
+
+    /// The write side of a read-write lock gives back one hold, and its last leaves
+    /// the name to the owner's own read, if the table shows one live, or frees it, in
+    /// one statement (`rw_release.sql`): whether it was still ours.
+    pub(crate) async fn rw_release_write(&self, h: &Held<'_>) -> Result<bool, Failure> {
+        on_backend!(self, |b| b.matched(&b.common().rw.release, h).await)
+    }
 }

@@ -24,142 +24,70 @@ struct File {
     sql: &'static str,
 }
 
-/// The migration that creates the lock table, in `migrations/$dir/`.
-macro_rules! create_table {
-    ($dir:literal) => {
-        File {
-            version: 20261122000000,
-            description: "create sqlock locks",
-            sql: include_str!(concat!(
-                "../../migrations/",
+/// Declares every migration once, in the order they apply: its version, its
+/// description, its file's name after the version, and the folders of
+/// `migrations/<dialect>/` that have it. Gives `MIGRATIONS`, each file of each folder.
+macro_rules! migrations {
+    ($( $(#[$meta:meta])* $version:literal $description:literal
+        = $file:literal in [$($dir:literal),+]; )+) => {
+        /// Every migration, with the folder (the dialect) it lies in, in order.
+        const MIGRATIONS: &[(&str, File)] = &[
+            $($( (
                 $dir,
-                "/20261122000000_create_sqlock_locks.sql"
-            )),
-        }
+                File {
+                    version: $version,
+                    description: $description,
+                    sql: include_str!(concat!(
+                        "../../migrations/", $dir, "/", stringify!($version), "_", $file, ".sql"
+                    )),
+                },
+            ), )+)+
+        ];
     };
 }
 
-/// The migration that creates the sweep procedure, for a scheduler inside the
-/// database; SQLite has none.
-macro_rules! create_sweep {
-    ($dir:literal) => {
-        File {
-            version: 20261124000000,
-            description: "create sqlock sweep",
-            sql: include_str!(concat!(
-                "../../migrations/",
-                $dir,
-                "/20261124000000_create_sqlock_sweep.sql"
-            )),
-        }
-    };
+migrations! {
+    /// The lock table.
+    20261122000000 "create sqlock locks" = "create_sqlock_locks"
+        in ["postgres", "mysql", "sqlite"];
+    /// The sweep procedure, for a scheduler inside the database; SQLite has none.
+    20261124000000 "create sqlock sweep" = "create_sqlock_sweep"
+        in ["postgres", "mysql"];
+    /// The presence column (see `LockerBuilder::presence`); SQLite keeps presence
+    /// markers beside the database, not in the table.
+    20261125000000 "add sqlock presence" = "add_sqlock_presence"
+        in ["postgres", "mysql"];
+    /// The table of election leaders (see `Locker::election`).
+    20261126000000 "create sqlock leaders" = "create_sqlock_leaders"
+        in ["postgres", "mysql", "sqlite"];
+    /// The queue of the fair strategy's waiters.
+    20261126000001 "create sqlock queue" = "create_sqlock_queue"
+        in ["postgres", "mysql", "sqlite"];
+    /// The table of semaphores (see `Locker::semaphore`).
+    20261127000000 "create sqlock semaphores" = "create_sqlock_semaphores"
+        in ["postgres", "mysql", "sqlite"];
+    /// The index of read-write locks' rows, in byte order whatever the database's
+    /// collation (see `Locker::read_lock`); MariaDB's and SQLite's primary keys
+    /// already order keys by their bytes.
+    20261127000001 "add sqlock rw index" = "add_sqlock_rw_index"
+        in ["postgres"];
+    /// The presence column of the fair strategy's places, which a handoff copies onto
+    /// its grant; SQLite's markers are files beside the database.
+    20261202000000 "add sqlock queue presence" = "add_sqlock_queue_presence"
+        in ["postgres", "mysql"];
 }
 
-/// The migration that adds the presence column (see `LockerBuilder::presence`); SQLite
-/// keeps presence markers beside the database, not in the table.
-macro_rules! add_presence {
-    ($dir:literal) => {
-        File {
-            version: 20261125000000,
-            description: "add sqlock presence",
-            sql: include_str!(concat!(
-                "../../migrations/",
-                $dir,
-                "/20261125000000_add_sqlock_presence.sql"
-            )),
-        }
+/// The migrations of `dialect`, in order.
+fn files(dialect: Dialect) -> impl Iterator<Item = &'static File> {
+    let dir = match dialect {
+        Dialect::Postgres => "postgres",
+        Dialect::MySql => "mysql",
+        Dialect::Sqlite => "sqlite",
     };
-}
-
-/// The migration that creates the table of election leaders (see
-/// `Locker::election`).
-macro_rules! create_leaders {
-    ($dir:literal) => {
-        File {
-            version: 20261126000000,
-            description: "create sqlock leaders",
-            sql: include_str!(concat!(
-                "../../migrations/",
-                $dir,
-                "/20261126000000_create_sqlock_leaders.sql"
-            )),
-        }
-    };
-}
-
-/// The migration that creates the queue of the fair strategy's waiters.
-macro_rules! create_queue {
-    ($dir:literal) => {
-        File {
-            version: 20261126000001,
-            description: "create sqlock queue",
-            sql: include_str!(concat!(
-                "../../migrations/",
-                $dir,
-                "/20261126000001_create_sqlock_queue.sql"
-            )),
-        }
-    };
-}
-
-/// The migration that creates the table of semaphores (see `Locker::semaphore`).
-macro_rules! create_semaphores {
-    ($dir:literal) => {
-        File {
-            version: 20261127000000,
-            description: "create sqlock semaphores",
-            sql: include_str!(concat!(
-                "../../migrations/",
-                $dir,
-                "/20261127000000_create_sqlock_semaphores.sql"
-            )),
-        }
-    };
-}
-
-/// The migration that adds the index of read-write locks' rows, in byte order
-/// whatever the database's collation (see `Locker::read_lock`); MariaDB's and SQLite's
-/// primary keys already order keys by their bytes.
-macro_rules! add_rw_index {
-    ($dir:literal) => {
-        File {
-            version: 20261127000001,
-            description: "add sqlock rw index",
-            sql: include_str!(concat!(
-                "../../migrations/",
-                $dir,
-                "/20261127000001_add_sqlock_rw_index.sql"
-            )),
-        }
-    };
-}
-
-fn files(dialect: Dialect) -> &'static [File] {
-    match dialect {
-        Dialect::Postgres => &[
-            create_table!("postgres"),
-            create_sweep!("postgres"),
-            add_presence!("postgres"),
-            create_leaders!("postgres"),
-            create_queue!("postgres"),
-            create_semaphores!("postgres"),
-            add_rw_index!("postgres"),
-        ],
-        Dialect::MySql => &[
-            create_table!("mysql"),
-            create_sweep!("mysql"),
-            add_presence!("mysql"),
-            create_leaders!("mysql"),
-            create_queue!("mysql"),
-            create_semaphores!("mysql"),
-        ],
-        Dialect::Sqlite => &[
-            create_table!("sqlite"),
-            create_leaders!("sqlite"),
-            create_queue!("sqlite"),
-            create_semaphores!("sqlite"),
-        ],
-    }
+    MIGRATIONS
+        .iter()
+        .filter(move |(d, _)| *d == dir)
+        .map(|(_, f)| f)
 }
 
 /// The DDL that creates sqlock's lock table, named `table`, in `dialect`.
@@ -179,7 +107,6 @@ fn files(dialect: Dialect) -> &'static [File] {
 /// ```
 pub fn schema(dialect: Dialect, table: &TableName) -> String {
     files(dialect)
-        .iter()
         .map(|f| f.sql.replace(DEFAULT_TABLE, table.as_str()))
         .collect::<Vec<_>>()
         .join("\n")
@@ -192,6 +119,9 @@ pub fn schema(dialect: Dialect, table: &TableName) -> String {
 /// own sqlx migrations (in `_sqlx_migrations`) are not disturbed, whichever runs first.
 /// sqlx-cli records into the same table when given `--config migrations/sqlx.toml`,
 /// and the two then agree on what was applied.
+///
+/// `pool` is any pool [`Locker::builder`](crate::Locker::builder) takes: an sqlx pool
+/// or a [`DbPool`], by value or by reference.
 ///
 /// For a table of another name, run the DDL of [`schema`] instead, or
 /// [`Locker::create_table`](crate::Locker::create_table).
@@ -216,17 +146,17 @@ pub fn schema(dialect: Dialect, table: &TableName) -> String {
 /// # std::fs::create_dir_all(&dir).unwrap();
 /// # std::env::set_current_dir(&dir).unwrap();
 /// let pool = sqlx::SqlitePool::connect("sqlite:locks.db?mode=rwc").await?;
-/// sqlock::migrate(&pool.into()).await?;
+/// sqlock::migrate(&pool).await?;
 /// # Ok(())
 /// # }
 /// ```
-pub async fn migrate(pool: &DbPool) -> Result<()> {
+pub async fn migrate(pool: impl Into<DbPool>) -> Result<()> {
+    let pool = pool.into();
     pool.migrate(&migrator(pool.dialect())).await
 }
 
 fn migrator(dialect: Dialect) -> Migrator {
     let migrations = files(dialect)
-        .iter()
         .map(|f| {
             Migration::new(
                 f.version,
@@ -246,6 +176,31 @@ fn migrator(dialect: Dialect) -> Migrator {
 mod tests {
     use super::*;
 
+    /// The list is every file of every folder, in version order: a file added to
+    /// `migrations/<dialect>/` and not declared fails here.
+    #[test]
+    fn every_migration_file_is_declared_once_in_order() {
+        for (dialect, dir) in [
+            (Dialect::Postgres, "postgres"),
+            (Dialect::MySql, "mysql"),
+            (Dialect::Sqlite, "sqlite"),
+        ] {
+            let folder = format!("{}/migrations/{dir}", env!("CARGO_MANIFEST_DIR"));
+            let mut on_disk: Vec<String> = std::fs::read_dir(&folder)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n.ends_with(".sql"))
+                .collect();
+            on_disk.sort();
+            let declared: Vec<String> = files(dialect)
+                .map(|f| format!("{}_{}.sql", f.version, f.description.replace(' ', "_")))
+                .collect();
+            assert_eq!(declared, on_disk, "{dialect}");
+            let versions: Vec<i64> = files(dialect).map(|f| f.version).collect();
+            assert!(versions.windows(2).all(|w| w[0] < w[1]), "{dialect}");
+        }
+    }
+
     #[test]
     fn ddl_renames_every_object() {
         for dialect in [Dialect::Postgres, Dialect::MySql, Dialect::Sqlite] {
@@ -257,7 +212,6 @@ mod tests {
         assert_eq!(
             schema(Dialect::Sqlite, &TableName::default()),
             files(Dialect::Sqlite)
-                .iter()
                 .map(|f| f.sql)
                 .collect::<Vec<_>>()
                 .join("\n")

@@ -5,8 +5,9 @@
 //! (`shared.rs`), so that no other primitive takes the name meanwhile.
 
 use super::backend::Backend;
-use super::outcome::Listed;
+use super::outcome::{Failure, Listed};
 use super::runner::{self, ints, listed, On, Runner};
+use super::server::{on_backend, Db};
 use super::values::{Key, Limit, Permits, Share, Slots};
 
 /// What one acquisition found.
@@ -27,12 +28,17 @@ pub(crate) enum Taken {
     Unknown,
 }
 
-/// One permit taken: its slot's key, its fencing token, its expiry.
+/// One permit taken: its slot's key, its fencing token, its expiry, and whether it
+/// recorded the handle's presence marker (`Some(0)`, as [`Grant::presence`]; the
+/// strategy puts in the epoch).
+///
+/// [`Grant::presence`]: super::Grant::presence
 #[derive(Debug, Clone)]
 pub(crate) struct Slot {
     pub(crate) key: String,
     pub(crate) token: i64,
     pub(crate) expires_us: i64,
+    pub(crate) presence: Option<u64>,
 }
 
 /// Records the semaphore with N, unless it is recorded: the N it is recorded with.
@@ -49,7 +55,41 @@ pub(crate) async fn ensure<B: Backend>(b: &B, p: &Permits<'_>) -> Result<Option<
 /// none, in one transaction that first locks the semaphore's row (its gate) and checks
 /// its N, and last marks the name held by permits. Rolled back unless every permit
 /// asked for was taken and the name marked.
+///
+/// Where presence markers are found outside the database (SQLite's files), too few
+/// free permits send the transaction again, allowed to take the permits of holders
+/// whose markers are free (their processes gone), holding those markers meanwhile so
+/// that the answer cannot change. On the servers the statement itself finds them.
 pub(crate) async fn take<B: Backend>(
+    b: &B,
+    p: &Permits<'_>,
+    slots: &Slots<'_>,
+) -> Result<Taken, sqlx::Error> {
+    let taken = take_once(b, p, slots).await?;
+    if !matches!(taken, Taken::Busy) || !b.markers_outside() {
+        return Ok(taken);
+    }
+    let owners: Vec<String> = holders(b, slots)
+        .await?
+        .into_iter()
+        .map(|h| h.owner)
+        .filter(|o| o != slots.owner)
+        .collect();
+    let gone = b.gone_owners(&owners);
+    if gone.count == 0 {
+        return Ok(taken);
+    }
+    let again = Slots {
+        gone: &gone.json,
+        ..*slots
+    };
+    let taken = take_once(b, p, &again).await;
+    drop(gone);
+    taken
+}
+
+/// [`take`]'s transaction, once.
+async fn take_once<B: Backend>(
     b: &B,
     p: &Permits<'_>,
     slots: &Slots<'_>,
@@ -77,6 +117,7 @@ pub(crate) async fn take<B: Backend>(
                 key: B::Db::text(row, 0)?,
                 token: B::Db::int(row, 1)?,
                 expires_us: B::Db::int(row, 2)?,
+                presence: runner::marked::<B::Db>(row, 4)?,
             });
         }
     }
@@ -115,17 +156,19 @@ pub(crate) async fn take<B: Backend>(
     Ok(Taken::Granted(taken))
 }
 
-/// The live permits of a semaphore's slots, as the lock list shows them.
+/// The live permits of a semaphore's slots, as the lock list shows them (a holder
+/// whose presence marker is free said to be gone).
 pub(crate) async fn holders<B: Backend>(
     b: &B,
     slots: &Slots<'_>,
 ) -> Result<Vec<Listed>, sqlx::Error> {
-    listed(
+    let rows = listed(
         On::Pool(b.pool(), false),
         &b.common().semaphore.holders,
         slots,
     )
-    .await
+    .await?;
+    Ok(b.with_gone(rows))
 }
 
 /// The recorded semaphores, by name, with their N.
@@ -134,4 +177,34 @@ pub(crate) async fn list<B: Backend>(b: &B, l: &Limit) -> Result<Vec<(String, i6
     rows.iter()
         .map(|r| Ok((B::Db::text(r, 0)?, i64::from(B::Db::int32(r, 1)?))))
         .collect()
+}
+
+/// The calls on a handle's backend of this module's steps.
+impl Db {
+    /// Records the semaphore with its N unless it is recorded: the N it has.
+    pub(crate) async fn semaphore_ensure(&self, p: &Permits<'_>) -> Result<Option<i64>, Failure> {
+        on_backend!(self, |b| ensure(&**b, p).await)
+    }
+
+    /// Takes `slots.count` permits of the semaphore, all or none.
+    pub(crate) async fn semaphore_take(
+        &self,
+        p: &Permits<'_>,
+        slots: &Slots<'_>,
+    ) -> Result<Taken, Failure> {
+        on_backend!(self, |b| take(&**b, p, slots).await)
+    }
+
+    /// The live permits of a semaphore's slots.
+    pub(crate) async fn semaphore_holders(
+        &self,
+        slots: &Slots<'_>,
+    ) -> Result<Vec<Listed>, Failure> {
+        on_backend!(self, |b| holders(&**b, slots).await)
+    }
+
+    /// The recorded semaphores with their N.
+    pub(crate) async fn semaphore_list(&self, l: &Limit) -> Result<Vec<(String, i64)>, Failure> {
+        on_backend!(self, |b| list(&**b, l).await)
+    }
 }

@@ -19,15 +19,19 @@
 //! ([`extend`]); a release counts `N` one hold less in the release's transaction and
 //! frees it at none ([`release`]); the write side's release leaves `N` to its owner's
 //! live read (`rw_release.sql`). A hold whose holder died keeps `N` counted until `N`
-//! expires: that costs the name's next holder time, never safety.
+//! expires: that costs the name's next holder time, never safety; with presence, a
+//! waiting writer drops a dead reader's read and its count at once (`rw.rs`).
 //!
 //! Every step that locks a hold's row and its name's locks the hold's first, then the
 //! name's (the renewal and the write side's release too): two steps never wait for
 //! each other in opposite orders.
 
 use super::backend::Backend;
+use super::outcome::Failure;
 use super::runner::{self, texts, On, Runner};
+use super::server::{on_backend, Db};
 use super::values::{Extend, Held, Key, KeyList, Parent, Push};
+use crate::support::error::Class;
 
 /// Gives back one hold of `h` (a read, a permit) if it is still ours, and when it was
 /// the last, counts its name `name` one hold less, in one transaction: whether the
@@ -129,4 +133,43 @@ pub(crate) async fn force_hold<B: Backend>(
     }
     tx.commit().await?;
     Ok(dropped)
+}
+
+/// The calls on a handle's backend of this module's steps.
+impl Db {
+    /// A hold of a name in shared mode (a read, a permit) gives back one hold, and its
+    /// last counts the name one hold less (`shared.rs`): whether it was still ours.
+    pub(crate) async fn shared_release(
+        &self,
+        h: &Held<'_>,
+        name: &Parent<'_>,
+    ) -> Result<bool, Failure> {
+        on_backend!(self, |b| release(&**b, h, name).await)
+    }
+
+    /// An operator's release of the holds of a name in shared mode (`shared.rs`): how
+    /// many rows were released. A gate in use is contention.
+    pub(crate) async fn force_release_shared(&self, k: &Key<'_>) -> Result<u64, Failure> {
+        on_backend!(self, |b| force_name(&**b, k).await)?
+            .ok_or_else(|| Failure::row_locked(Class::Contention, k.0))
+    }
+
+    /// An operator's release of one hold in shared mode, its name counted one hold less
+    /// (`shared.rs`): whether a live hold was released.
+    pub(crate) async fn force_release_hold(
+        &self,
+        k: &Key<'_>,
+        name: &Parent<'_>,
+    ) -> Result<bool, Failure> {
+        on_backend!(self, |b| force_hold(&**b, k, name).await)
+    }
+
+    /// Extends a lease; a hold of a name in shared mode pushes its name first, in the
+    /// same transaction (`shared.rs`), so that the name never expires before it.
+    pub(crate) async fn lease_extend(&self, e: &Extend<'_>) -> Result<Option<i64>, Failure> {
+        match Parent::of(e.held.key) {
+            Some(name) => on_backend!(self, |b| extend(&**b, e, name.key).await),
+            None => on_backend!(self, |b| b.lease_extend(e).await),
+        }
+    }
 }

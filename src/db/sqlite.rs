@@ -7,7 +7,8 @@
 //!
 //! Presence markers are files beside the database (see `presence.rs`): an acquisition
 //! that finds a key busy, where such files exist, asks who holds it and takes the lease
-//! when the holder's marker file is free, its process gone.
+//! when the holder's marker file is free, its process gone; a semaphore's does the same
+//! for its permits (`semaphore.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -16,14 +17,15 @@ use sqlx::SqlitePool;
 use crate::support::error::Class;
 use crate::support::validate::TableName;
 
-use super::backend::{common_templates, sql, Backend, Base};
+use super::backend::{sql, Backend, Base, CommonTemplates, GoneOwners};
 use super::dialect::Dialect;
 use super::fence::fence_connection;
 use super::marker_file::{gone_owner, marker_dir};
 use super::outcome::{Grant, Listed};
-use super::runner::{grants, ints, listed, texts, On};
+use super::runner::{grants, ints, texts, On};
+use super::statement::json_array;
 use super::statement::{Mode, Statement, Target};
-use super::values::{Acquire, Key, Limit, Marker};
+use super::values::{Acquire, Marker};
 
 /// A SQLite database file and one lock table in it.
 #[derive(Debug)]
@@ -46,7 +48,7 @@ impl Sqlite {
         };
         let markers = marker_dir(&pool.connect_options());
         Self {
-            base: Base::new(pool, &target, &common_templates!("sqlite")),
+            base: Base::new(pool, &target, &CommonTemplates::sqlite()),
             presence_holder: target.render(sql!("sqlite", "presence_holder")),
             presence_leases: target.render(sql!("sqlite", "presence_leases")),
             markers,
@@ -97,27 +99,12 @@ impl Sqlite {
     }
 }
 
-impl Sqlite {
-    /// `rows` with `gone` set for each holder whose presence marker file is there and
-    /// free: its process died, and the next acquisition takes its leases at once (as
-    /// `lease_acquire` finds). The file is locked only for the look.
-    fn with_gone_holders(&self, mut rows: Vec<Listed>) -> Vec<Listed> {
-        let Some(dir) = self.markers.as_deref() else {
-            return rows;
-        };
-        for row in &mut rows {
-            if !row.owner.is_empty() && row.strategy != "for-update" {
-                row.gone = gone_owner(dir, &row.owner).is_some();
-            }
-        }
-        rows
-    }
-}
-
 impl Backend for Sqlite {
     type Db = sqlx::Sqlite;
 
     const DIALECT: Dialect = Dialect::Sqlite;
+
+    const MARKERS_IN_FILES: bool = true;
 
     fn base(&self) -> &Base<sqlx::Sqlite> {
         &self.base
@@ -138,16 +125,46 @@ impl Backend for Sqlite {
         }
     }
 
-    /// The listed locks, with each holder whose marker file is free said to be gone.
-    async fn list(&self, l: &Limit) -> Result<Vec<Listed>, sqlx::Error> {
-        let rows = listed(On::Pool(self.pool(), false), &self.common().list, l).await?;
-        Ok(self.with_gone_holders(rows))
+    /// `rows` with `gone` set for each holder whose presence marker file is there and
+    /// free: its process died, and the next acquisition takes its holds at once (as
+    /// `lease_acquire` finds). The file is locked only for the look.
+    fn with_gone(&self, mut rows: Vec<Listed>) -> Vec<Listed> {
+        let Some(dir) = self.markers.as_deref() else {
+            return rows;
+        };
+        for row in &mut rows {
+            if !row.owner.is_empty() && row.strategy != "for-update" {
+                row.gone = gone_owner(dir, &row.owner).is_some();
+            }
+        }
+        rows
     }
 
-    /// The lock on a key, its holder said to be gone when its marker file is free.
-    async fn lookup(&self, k: &Key<'_>) -> Result<Vec<Listed>, sqlx::Error> {
-        let rows = listed(On::Pool(self.pool(), false), &self.common().lookup, k).await?;
-        Ok(self.with_gone_holders(rows))
+    fn markers_outside(&self) -> bool {
+        self.markers.as_deref().is_some_and(Path::is_dir)
+    }
+
+    /// Of `owners`, those whose marker file is there and free, each file locked until
+    /// the answer is dropped.
+    fn gone_owners(&self, owners: &[String]) -> GoneOwners {
+        let mut gone = GoneOwners::default();
+        let Some(dir) = self.markers.as_deref() else {
+            return gone;
+        };
+        let mut names = Vec::new();
+        for owner in owners {
+            if names.contains(owner) {
+                continue;
+            }
+            if let Some(file) = gone_owner(dir, owner) {
+                names.push(owner.clone());
+                gone.held.push(file);
+            }
+        }
+        gone.count = names.len();
+        gone.json = json_array(&names);
+        gone.owners = names;
+        gone
     }
 
     /// When the key is busy and presence markers exist beside the database: asks who

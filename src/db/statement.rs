@@ -22,76 +22,58 @@ use crate::support::validate::TableName;
 
 use super::durability::{self, Sent};
 
-/// One value a statement may take, by the name the templates give it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Param {
-    Key,
-    Owner,
-    TtlUs,
-    Token,
-    Batch,
-    GraceUs,
-    Limit,
-    Strategy,
-    WaitUs,
-    Setting,
-    Schedule,
-    EverySecs,
-    Batches,
-    Presence,
-    Gone,
-    Identity,
-    AtLeastUs,
-    Ticket,
-    // A semaphore's N, how many permits an acquisition takes, its slots' key prefix.
-    Permits,
-    Count,
-    Prefix,
+/// Declares [`Param`] from one list of variants and the names the templates give
+/// them: the enum, and `Param::ALL` with each variant's name, in one place.
+macro_rules! params {
+    ($( $(#[$meta:meta])* $variant:ident = $name:literal, )+) => {
+        /// One value a statement may take, by the name the templates give it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum Param {
+            $( $(#[$meta])* $variant, )+
+        }
+
+        impl Param {
+            /// Every parameter, with the name the templates give it (after the `:`).
+            const NAMES: &'static [(Self, &'static str)] = &[$( (Self::$variant, $name), )+];
+
+            /// Every parameter.
+            pub(crate) const ALL: &'static [Self] = &[$( Self::$variant, )+];
+        }
+    };
+}
+
+params! {
+    Key = "key",
+    Owner = "owner",
+    TtlUs = "ttl_us",
+    Token = "token",
+    Batch = "batch",
+    GraceUs = "grace_us",
+    Limit = "limit",
+    Strategy = "strategy",
+    WaitUs = "wait_us",
+    Setting = "setting",
+    Schedule = "schedule",
+    EverySecs = "every_s",
+    Batches = "batches",
+    Presence = "presence",
+    Gone = "gone",
+    Identity = "identity",
+    AtLeastUs = "at_least_us",
+    Ticket = "ticket",
+    /// A semaphore's N.
+    Permits = "permits",
+    /// How many permits an acquisition takes.
+    Count = "count",
+    /// A semaphore's slots' key prefix.
+    Prefix = "prefix",
     /// A multi-lock's keys, as a JSON array.
-    Keys,
+    Keys = "keys",
     /// The key of a hold of a name in shared mode (a read, a permit), beside its name.
-    Hold,
+    Hold = "hold",
 }
 
 impl Param {
-    /// Every parameter, with the name the templates give it (after the `:`).
-    const NAMES: [(Self, &'static str); 23] = [
-        (Self::Key, "key"),
-        (Self::Owner, "owner"),
-        (Self::TtlUs, "ttl_us"),
-        (Self::Token, "token"),
-        (Self::Batch, "batch"),
-        (Self::GraceUs, "grace_us"),
-        (Self::Limit, "limit"),
-        (Self::Strategy, "strategy"),
-        (Self::WaitUs, "wait_us"),
-        (Self::Setting, "setting"),
-        (Self::Schedule, "schedule"),
-        (Self::EverySecs, "every_s"),
-        (Self::Batches, "batches"),
-        (Self::Presence, "presence"),
-        (Self::Gone, "gone"),
-        (Self::Identity, "identity"),
-        (Self::AtLeastUs, "at_least_us"),
-        (Self::Ticket, "ticket"),
-        (Self::Permits, "permits"),
-        (Self::Count, "count"),
-        (Self::Prefix, "prefix"),
-        (Self::Keys, "keys"),
-        (Self::Hold, "hold"),
-    ];
-
-    /// Every parameter.
-    pub(crate) const ALL: [Self; 23] = {
-        let mut all = [Self::Key; 23];
-        let mut i = 0;
-        while i < 23 {
-            all[i] = Self::NAMES[i].0;
-            i += 1;
-        }
-        all
-    };
-
     fn from_name(name: &str) -> Option<Self> {
         Self::NAMES
             .iter()
@@ -354,35 +336,55 @@ impl<V: Values> Statement<V> {
 /// ([`parent_of`](crate::support::validate::parent_of)): a renewal pushes that name
 /// with the hold. Statements that read the keys alone ignore it.
 pub(crate) fn batch_json<'a>(pairs: impl Iterator<Item = (&'a str, i64)>) -> String {
-    fn text(out: &mut String, s: &str) {
-        out.push('"');
-        for c in s.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-    }
     let mut out = String::from("[");
     for (i, (key, token)) in pairs.enumerate() {
         if i > 0 {
             out.push(',');
         }
         out.push('[');
-        text(&mut out, key);
+        json_text(&mut out, key);
         out.push(',');
         out.push_str(&token.to_string());
         if let Some((name, _)) = crate::support::validate::parent_of(key) {
             out.push(',');
-            text(&mut out, name);
+            json_text(&mut out, name);
         }
         out.push(']');
     }
     out.push(']');
     out
+}
+
+/// `texts` as a JSON array of strings.
+pub(crate) fn json_array(texts: &[String]) -> String {
+    let mut out = String::from("[");
+    for (i, text) in texts.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json_text(&mut out, text);
+    }
+    out.push(']');
+    out
+}
+
+/// `s` as a JSON string, onto `out`: quotes, backslashes and control characters
+/// escaped, everything else as it is (keys and owners are valid UTF-8 without NUL).
+/// The one escaper of the values sent as JSON.
+fn json_text(out: &mut String, s: &str) {
+    use std::fmt::Write as _;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// How many distinct names the holds in shared mode of `keys` hold: a batched

@@ -3,7 +3,7 @@
 
 use crate::support::strategy_kind::Strategy;
 
-use super::statement::{Param, Value, Values};
+use super::statement::{json_array, Param, Value, Values};
 
 /// A key alone: a lookup, a force release, the for-update strategy's row.
 #[derive(Debug, Clone, Copy)]
@@ -126,32 +126,6 @@ impl Values for AcquireAll<'_> {
             _ => Value::Text(&self.json),
         }
     }
-}
-
-/// `keys` as a JSON array of strings: quotes, backslashes and control characters
-/// escaped, everything else as it is (keys are valid UTF-8 without NUL).
-fn json_array(keys: &[String]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::from("[");
-    for (i, key) in keys.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push('"');
-        for c in key.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                c if u32::from(c) < 0x20 => {
-                    let _ = write!(out, "\\u{:04x}", u32::from(c));
-                }
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-    }
-    out.push(']');
-    out
 }
 
 /// A name held in shared mode, as a hold of it takes, pushes or marks it: the name
@@ -314,25 +288,62 @@ impl Values for Release<'_> {
 
 /// A waiter's place in the fair strategy's queue: its key, owner and ticket (0 before
 /// it has one), and the TTL its place lasts for unless renewed.
+///
+/// `presence`: the key of the waiter's presence marker, which its place records as it
+/// joins and a grant as the waiter takes it up (`""` for none); `gone`: a JSON array of owners whose markers
+/// the caller found free and holds (SQLite; `"[]"` for none), whose live lock a
+/// handoff may take.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Place<'a> {
     pub(crate) key: &'a str,
     pub(crate) owner: &'a str,
     pub(crate) ticket: i64,
     pub(crate) ttl_us: i64,
+    pub(crate) presence: &'a str,
+    pub(crate) gone: &'a str,
 }
 
 impl Values for Place<'_> {
     type With<'a> = Place<'a>;
 
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Ticket, Param::TtlUs];
+    const PARAMS: &'static [Param] = &[
+        Param::Key,
+        Param::Owner,
+        Param::Ticket,
+        Param::TtlUs,
+        Param::Presence,
+        Param::Gone,
+    ];
 
     fn value(&self, param: Param) -> Value<'_> {
         match param {
             Param::Owner => Value::Text(self.owner),
             Param::Ticket => Value::Int(self.ticket),
             Param::TtlUs => Value::Int(self.ttl_us),
+            Param::Presence => Value::Text(self.presence),
+            Param::Gone => Value::Text(self.gone),
             _ => Value::Text(self.key),
+        }
+    }
+}
+
+/// A held lock's presence marker to record: the key of `presence` (never `""`), in
+/// the grant `held` names.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Present<'a> {
+    pub(crate) held: Held<'a>,
+    pub(crate) presence: &'a str,
+}
+
+impl Values for Present<'_> {
+    type With<'a> = Present<'a>;
+
+    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Token, Param::Presence];
+
+    fn value(&self, param: Param) -> Value<'_> {
+        match param {
+            Param::Presence => Value::Text(self.presence),
+            other => self.held.value(other),
         }
     }
 }
@@ -559,6 +570,10 @@ impl Values for Permits<'_> {
 
 /// The slots of a semaphore of `permits` slots, on the keys `prefix` and the slot's
 /// number: its holders, or `count` of its free slots taken by `owner` for `ttl_us`.
+///
+/// `presence` as for [`Acquire`]; `gone`: a JSON array of owners whose markers the
+/// caller found free and holds (SQLite; `"[]"` for none), whose live permits may be
+/// taken.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Slots<'a> {
     pub(crate) prefix: &'a str,
@@ -566,6 +581,8 @@ pub(crate) struct Slots<'a> {
     pub(crate) permits: i64,
     pub(crate) count: i64,
     pub(crate) ttl_us: i64,
+    pub(crate) presence: &'a str,
+    pub(crate) gone: &'a str,
 }
 
 impl Values for Slots<'_> {
@@ -577,6 +594,8 @@ impl Values for Slots<'_> {
         Param::Permits,
         Param::Count,
         Param::TtlUs,
+        Param::Presence,
+        Param::Gone,
     ];
 
     fn value(&self, param: Param) -> Value<'_> {
@@ -585,6 +604,8 @@ impl Values for Slots<'_> {
             Param::Permits => Value::Int(self.permits),
             Param::Count => Value::Int(self.count),
             Param::TtlUs => Value::Int(self.ttl_us),
+            Param::Presence => Value::Text(self.presence),
+            Param::Gone => Value::Text(self.gone),
             _ => Value::Text(self.prefix),
         }
     }

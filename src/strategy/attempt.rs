@@ -1,28 +1,27 @@
-//! The cancel-safe attempt: one acquisition of any strategy, run in a task of its own
-//! so that it is never cut off half way.
+//! The lock's cancel-safe attempt: one acquisition of any strategy, never cut off half
+//! way (`landing::land`).
 //!
 //! If the caller stops waiting (its future was dropped, or its deadline passed),
-//! whatever the attempt took is given back: by the task when the caller was gone
-//! before the outcome was sent, or by [`Landing`] when the outcome was sent but never
-//! read. A lease whose statement waited in the database past its own TTL is given back
-//! too: it may have lapsed before it arrived.
+//! whatever the attempt took is given back ([`land`], as for every primitive). A
+//! lease whose statement waited in the database past its own TTL is given back too:
+//! it may have lapsed before it arrived (a for-update lock, a transaction, does not
+//! lapse).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::db::{noting_checkout, Failure};
-use crate::support::error::{Class, Error};
+use crate::db::Failure;
+use crate::support::error::Error;
 use crate::support::strategy_kind::Strategy;
 
 use super::grant::{Ask, Granted};
 use super::handle::{Handle, InFlight};
+use super::landing::{land, GiveBack, GivingBack};
 use super::release::release;
-use super::wait::CONTENTION_RETRIES;
+use super::wait::single_try;
 use super::{for_update, lease};
 
 /// One attempt at what `ask` asks, and when its statement was sent (a lease is valid at
@@ -31,6 +30,9 @@ use super::{for_update, lease};
 ///
 /// `Ok(None)` when the lock is held, [`Class::Contention`] when the attempt lost a race
 /// (try again), [`Class::Held`] when a lock of another strategy holds the key.
+///
+/// [`Class::Contention`]: crate::support::error::Class::Contention
+/// [`Class::Held`]: crate::support::error::Class::Held
 ///
 /// `reached` is set once a statement of the attempt has a pooled connection, or once
 /// the attempt has waited for an earlier attempt of the handle on the key: it stays
@@ -53,11 +55,10 @@ pub(crate) async fn attempt(
     }
     handle.attempts_settled(&ask.key).await;
     let in_flight = handle.attempt_started(&ask.key);
-    let sent = Instant::now();
     let task_handle = handle.clone();
     let task_ask = ask.clone();
-    let statements: Statements = Box::pin(noting_checkout(reached, async move {
-        match task_ask.strategy {
+    let statements = async move {
+        let granted = match task_ask.strategy {
             Strategy::ForUpdate => for_update::attempt(&task_handle, &task_ask, wait).await,
             // A fair attempt made here is a re-entry of a hold of the handle's own.
             Strategy::Lease | Strategy::Insert | Strategy::Fair => {
@@ -65,103 +66,41 @@ pub(crate) async fn attempt(
                     .await
                     .map(|o| o.map(Granted::Lease))
             }
-        }
-    }));
-    // The statements run in the caller's task (a task of their own would cost a spawn
-    // and a wake-up on another thread per attempt); should the caller stop waiting
-    // before they are done, `Unfinished` moves what is left of them to a task.
-    let mut unfinished = Unfinished {
-        statements: Some(statements),
-        handle: handle.clone(),
-        ask: Some(ask.clone()),
-        in_flight: Some(in_flight),
-        runtime: tokio::runtime::Handle::current(),
-    };
-    let outcome = match unfinished.statements.as_mut() {
-        Some(statements) => statements.await,
-        None => unreachable!("the statements are there until they are done"),
-    };
-    unfinished.statements = None;
-    let in_flight = unfinished.in_flight.take();
-    match outcome {
-        // A statement that waited in the database (for a row another statement was
-        // writing, or a fenced transaction) past the TTL it asked for grants a lease
-        // that may have lapsed already, counted from when the statement was sent: no
-        // grant to hand out. It is given back, and the caller told to try again.
-        Ok(Some(Granted::Lease(grant))) if Instant::now() >= sent + ask.ttl => {
-            tokio::spawn(give_back(
-                handle.clone(),
-                ask.clone(),
-                Granted::Lease(grant),
-                in_flight,
-            ));
-            // The key was free: not "busy", but a TTL the answer outran.
-            Err(Failure {
-                class: Class::Lapsed,
-                error: Error::GrantExpired {
-                    key: ask.key.clone(),
-                    ttl: ask.ttl,
-                    took: sent.elapsed(),
-                },
-            })
-        }
-        // The attempt is over once its caller has its outcome: the mark goes now.
-        outcome => {
-            drop(in_flight);
-            outcome.map(|granted| granted.map(|g| (g, sent)))
-        }
-    }
-}
-
-/// An attempt's statements, owning all they need so that they can finish anywhere.
-type Statements = Pin<Box<dyn Future<Output = Result<Option<Granted>, Failure>> + Send>>;
-
-/// An attempt under way in its caller's task. Dropped before its statements are done
-/// (the caller stopped waiting), it hands them to a task of their own, which finishes
-/// them and gives back whatever they took: an attempt is never cut off half way.
-struct Unfinished {
-    statements: Option<Statements>,
-    handle: Arc<Handle>,
-    ask: Option<Ask>,
-    in_flight: Option<InFlight>,
-    /// The runtime the attempt runs on, for a drop outside of any runtime.
-    runtime: tokio::runtime::Handle,
-}
-
-impl Drop for Unfinished {
-    fn drop(&mut self) {
-        // A panic in the statements unwinds through here with them half polled: they
-        // cannot be resumed, and the transaction or lease they may have taken ends
-        // with its connection or at its expiry.
-        if std::thread::panicking() {
-            return;
-        }
-        let (Some(statements), Some(ask), in_flight) = (
-            self.statements.take(),
-            self.ask.take(),
-            self.in_flight.take(),
-        ) else {
-            return;
         };
-        let handle = self.handle.clone();
-        // Outside of any runtime, the attempt's own runtime finishes it; if that one
-        // has shut down, the lease lapses at its expiry (and a transaction ends with
-        // its connection).
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
-        let _entered = runtime.enter();
-        drop(runtime.spawn(async move {
-            match statements.await {
-                Ok(Some(granted)) => give_back(handle, ask, granted, in_flight).await,
-                _ => drop(in_flight),
-            }
-        }));
+        // Nothing taken: the attempt's mark ends with its statements.
+        Ok(granted?.map(|granted| Taken {
+            ask: task_ask,
+            granted,
+            in_flight,
+        }))
+    };
+    let landed = land(handle, &ask.key, ask.ttl, reached, statements).await?;
+    // The attempt is over once its caller has its outcome: the mark goes now.
+    Ok(landed.map(|(landing, sent)| (landing.take().granted, sent)))
+}
+
+/// What one attempt took, with its mark on the key, which ends once it is given back
+/// or taken up.
+struct Taken {
+    ask: Ask,
+    granted: Granted,
+    in_flight: InFlight,
+}
+
+impl GiveBack for Taken {
+    fn give_back(self, handle: Arc<Handle>) -> GivingBack {
+        Box::pin(give_back(handle, self.ask, self.granted, self.in_flight))
+    }
+
+    /// A lease lapses at its TTL; a for-update lock's transaction does not.
+    fn lapses(&self) -> bool {
+        matches!(self.granted, Granted::Lease(_))
     }
 }
 
 /// Releases a grant nobody is waiting for any more (a transaction is rolled back), and
 /// only then ends the attempt's mark.
-async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: Option<InFlight>) {
+async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: InFlight) {
     let grant = match granted {
         Granted::Lease(grant) => grant,
         Granted::Tx(tx, _, _) => {
@@ -186,9 +125,8 @@ async fn give_back(handle: Arc<Handle>, ask: Ask, granted: Granted, in_flight: O
     drop(in_flight);
 }
 
-/// A single try at what `ask` asks: `None` when the key is held. An attempt that lost
-/// a deadlock or serialization race is made again a few times first, and counts as
-/// busy if the race persists; a lock of another strategy is busy at once.
+/// A single try at what `ask` asks: `None` when the key is held (see
+/// [`single_try`]).
 ///
 /// # Errors
 ///
@@ -198,21 +136,5 @@ pub(crate) async fn try_once(
     handle: &Arc<Handle>,
     ask: &Ask,
 ) -> Result<Option<(Granted, Instant)>, Error> {
-    let mut tries = 0;
-    loop {
-        let reached = Arc::new(AtomicBool::new(false));
-        match attempt(handle, ask, None, reached).await {
-            Ok(granted) => return Ok(granted),
-            // Held by a lock of another strategy: a definite answer.
-            Err(f) if f.class == Class::Held => return Ok(None),
-            Err(f) if f.class == Class::Contention && tries < CONTENTION_RETRIES => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
-            }
-            Err(f) if f.class == Class::Contention => return Ok(None),
-            // The key was free, but the answer came too late to use the grant: not
-            // "busy".
-            Err(f) => return Err(f.error),
-        }
-    }
+    single_try(|reached| attempt(handle, ask, None, reached)).await
 }

@@ -34,6 +34,7 @@ use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
 use super::landing::{GiveBack, GivingBack, Landing};
 use super::release::release;
+use super::wait::CONTENTION_RETRIES;
 
 /// How often a waiter behind the first looks, at most (and at least three times per
 /// TTL): one statement a second. Two places or more from the first, a look that falls
@@ -57,10 +58,6 @@ fn behind_delay(waited: Duration, moved: i64, ahead: i64, behind: Duration) -> D
     };
     d.min(behind)
 }
-
-/// How often [`acquire`] with `once` tries to join a queue whose gate another
-/// transaction holds, before the key counts as busy.
-const JOIN_TRIES: u32 = 5;
 
 /// What the waiting task hands the caller: the grant, taken up, and the instant the
 /// step that took it up was sent (the grant is valid until then plus its TTL).
@@ -202,18 +199,33 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
         owner: &handle.owner_text,
         ticket: 0,
         ttl_us: ask.ttl_us(),
+        presence: "",
+        gone: "[]",
     };
+    // With presence, each step that may take a grant up carries the handle's marker,
+    // which the grant records then (a grant is handed on by whoever freed the lock, who
+    // knows no marker of this waiter's), and the grant claims the epoch of the handle's
+    // presence read before that step was sent (as a lease does: `Handle::presence_marker`).
+    let mut epoch;
     loop {
         // Join (again, at the end, after a place that lapsed).
         let mut sent = Instant::now();
         let mut tries = 0;
         let mut standing = loop {
-            match db.fair_join(&place).await {
+            let (marker, read) = handle.presence_marker().await.map_err(|f| f.error)?;
+            epoch = read;
+            let here = Place {
+                presence: &marker,
+                ..place
+            };
+            match db.fair_join(&here).await {
                 Ok((ticket, standing)) => {
                     place.ticket = ticket;
                     break standing;
                 }
-                Err(f) if f.class == Class::Contention && !(once && tries >= JOIN_TRIES) => {
+                Err(f)
+                    if f.class == Class::Contention && !(once && tries >= CONTENTION_RETRIES) =>
+                {
                     tries += 1;
                     let pause = Duration::from_millis(u64::from(tries.min(50)));
                     tokio::select! {
@@ -246,8 +258,9 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                 return Ok(None);
             }
             let delay = match standing {
-                Standing::Granted(grant) => {
+                Standing::Granted(mut grant) => {
                     if Instant::now() < sent + ask.ttl {
+                        grant.presence = grant.presence.and(epoch);
                         return Ok(Some((grant, sent)));
                     }
                     // Taken up too late to trust: it may have lapsed already. Handed
@@ -302,26 +315,38 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                 }
                 _ => None,
             };
+            let (marker, read) = match handle.presence_marker().await {
+                Ok(marker) => marker,
+                Err(f) => {
+                    leave(handle, &place).await;
+                    return Err(f.error);
+                }
+            };
+            epoch = read;
+            let here = Place {
+                presence: &marker,
+                ..place
+            };
             let step = match named {
                 // A notification is a hint: the grant it names is claimed by a
                 // statement that finds it in the table, or finds nothing (the
                 // notification was not the handoff's, or the grant is gone) and leaves
                 // the waiter as it stood, for its next look.
                 Some(token) if token > 0 => db
-                    .fair_claim(&place, token)
+                    .fair_claim(&here, token)
                     .await
                     .map(|claimed| claimed.unwrap_or(standing)),
-                Some(_) => db.fair_stand(&place, due).await,
+                Some(_) => db.fair_stand(&here, due).await,
                 // The first waiter reads its standing (one statement, no gate), and
                 // polls under the key's gate only when the lock is free to hand on:
                 // released without a handoff, lapsed, or never taken. A release hands
                 // it the lock by itself.
-                None if first => match db.fair_stand(&place, due).await {
+                None if first => match db.fair_stand(&here, due).await {
                     Ok(Standing::Waiting {
                         ahead: 0,
                         free: true,
                     }) => {
-                        match db.fair_poll(&place).await {
+                        match db.fair_poll(&here).await {
                             // The gate is taken (another acquisition of the key, a
                             // for-update holder): the place is kept all the same.
                             Err(f) if f.class == Class::Contention => Ok(Standing::Waiting {
@@ -341,7 +366,7 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                             Standing::Gone
                         }
                     }),
-                    None => db.fair_stand(&place, due).await,
+                    None => db.fair_stand(&here, due).await,
                 },
             };
             // Only a step that went through renewed the place (a claim renews none).

@@ -12,9 +12,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::db::{Db, DbPool};
+use crate::db::{Db, DbPool, Failure};
 use crate::keepers::presence::Presence;
 use crate::keepers::watchdog::Watchdog;
+use crate::support::error::Class;
 use crate::support::metrics::Meter;
 use crate::support::strategy_kind::Strategy;
 
@@ -64,6 +65,23 @@ pub(crate) struct Handle {
 }
 
 impl Handle {
+    /// The marker an acquisition records, with presence on (taken first, once), and
+    /// the epoch of the handle's presence read before the acquisition is sent, which
+    /// its grants claim: `("", None)` without presence. The statement records the
+    /// marker only if it is held as the statement runs, and says so.
+    pub(crate) async fn presence_marker(&self) -> Result<(String, Option<u64>), Failure> {
+        match &self.presence {
+            Some(p) => {
+                let (key, epoch) = p.ensure().await.map_err(|error| Failure {
+                    class: Class::Other,
+                    error,
+                })?;
+                Ok((key, Some(epoch)))
+            }
+            None => Ok((String::new(), None)),
+        }
+    }
+
     /// A handle with a new owner id.
     pub(crate) fn new(
         pool: DbPool,

@@ -33,17 +33,26 @@ use super::release::release;
 /// With presence, the handle's marker is taken first (once): the statement records it
 /// with the lease only if it is held as the statement runs, and says so; the grant
 /// then claims the epoch of the handle's presence read before it was sent.
+///
+/// The write side of a read-write lock that finds the name busy drops first the reads
+/// whose holders are gone (presence: their markers free, their processes dead), which
+/// hold the name for nobody, and tries again if it dropped any (`db/rw.rs`): one
+/// statement more for a busy write side, and a dead reader costs a writer a poll, not
+/// the read's TTL.
 pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>, Failure> {
-    let (presence, epoch) = match &handle.presence {
-        Some(p) => {
-            let (key, epoch) = p.ensure().await.map_err(|error| Failure {
-                class: Class::Other,
-                error,
-            })?;
-            (key, Some(epoch))
-        }
-        None => (String::new(), None),
-    };
+    let granted = attempt_once(handle, ask).await?;
+    if granted.is_some()
+        || !ask.write
+        || handle.db.rw_drop_gone(&ask.key, &handle.owner_text).await? == 0
+    {
+        return Ok(granted);
+    }
+    attempt_once(handle, ask).await
+}
+
+/// [`attempt`]'s statement, once.
+async fn attempt_once(handle: &Handle, ask: &Ask) -> Result<Option<Grant>, Failure> {
+    let (presence, epoch) = handle.presence_marker().await?;
     let acquire = Acquire {
         key: &ask.key,
         owner: &handle.owner_text,

@@ -1,6 +1,6 @@
 //! The multi-lock's cancel-safe attempt: several leases taken all or none
-//! (`db/multi.rs`), run in a task of its own so that it is never cut off
-//! half way, and given back when nobody is there to take the grants.
+//! (`db/multi.rs`), never cut off half way
+//! (`landing::land`), and given back when nobody is there to take the grants.
 //!
 //! The keys come sorted and without repeats, so that every multi-lock takes the keys it
 //! shares with another in the same order; each key is then a lease like any other,
@@ -10,17 +10,16 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::db::multi::Taken;
 use crate::db::values::AcquireAll;
-use crate::db::{noting_checkout, Failure, Grant};
-use crate::support::error::{Class, Error};
+use crate::db::{Failure, Grant};
+use crate::support::error::Class;
 use crate::support::strategy_kind::Strategy;
 
 use super::handle::{Handle, InFlight};
-use super::landing::{Landing, Leases};
+use super::landing::{land, Landing, Leases};
 
 /// What a multi-lock attempt asks for: its keys, sorted and distinct, and the TTL of
 /// each lease (validated).
@@ -54,65 +53,26 @@ pub(crate) async fn attempt(
         handle.attempts_settled(key).await;
     }
     let in_flight: Vec<InFlight> = ask.keys.iter().map(|k| handle.attempt_started(k)).collect();
-    let sent = Instant::now();
-    let (answer, answered) = oneshot::channel();
     let task_handle = handle.clone();
     let task_ask = ask.clone();
+    // Never dropped half way (which would leave its keys to the connection's rollback
+    // at the pool's leisure): see `land`.
     let statements = async move {
-        let outcome = statements(&task_handle, &task_ask).await;
-        let landing = outcome.map(|taken| {
-            taken.map(|grants| {
-                let leases = Leases {
-                    keys: task_ask.keys,
-                    grants,
-                    in_flight,
-                };
-                Landing::new(task_handle, leases)
-            })
-        });
-        // Nobody to hand it to: the landing, dropped here, gives the keys back.
-        drop(answer.send(landing));
+        let taken = statements(&task_handle, &task_ask).await?;
+        Ok(taken.map(|grants| Leases {
+            keys: task_ask.keys,
+            grants,
+            in_flight,
+        }))
     };
-    // A task of its own, so that the transaction is never dropped half way through
-    // (which would leave its keys to the connection's rollback at the pool's leisure).
-    tokio::spawn(noting_checkout(reached, statements));
-    let outcome = answered.await.map_err(|_| Failure {
-        class: Class::Other,
-        error: Error::Database(sqlx::Error::WorkerCrashed),
-    })??;
-    match outcome {
-        // Answered past the TTL it asked for: the leases may have lapsed already,
-        // counted from when the statements were sent. Given back (by the landing's
-        // drop), and the caller told to try again.
-        Some(landing) if Instant::now() >= sent + ask.ttl => {
-            drop(landing);
-            Err(Failure {
-                class: Class::Lapsed,
-                error: Error::GrantExpired {
-                    key: ask.keys.join(","),
-                    ttl: ask.ttl,
-                    took: sent.elapsed(),
-                },
-            })
-        }
-        other => Ok(other.map(|landing| (landing, sent))),
-    }
+    land(handle, &ask.keys.join(","), ask.ttl, reached, statements).await
 }
 
 /// The attempt's statements: the handle's presence marker first, when it has one (as
 /// a lease's attempt does: each key records it only if it is held as the statement
 /// runs), then the keys, all or none (`db/multi.rs`).
 async fn statements(handle: &Handle, ask: &MultiAsk) -> Result<Option<Vec<Grant>>, Failure> {
-    let (presence, epoch) = match &handle.presence {
-        Some(p) => {
-            let (key, epoch) = p.ensure().await.map_err(|error| Failure {
-                class: Class::Other,
-                error,
-            })?;
-            (key, Some(epoch))
-        }
-        None => (String::new(), None),
-    };
+    let (presence, epoch) = handle.presence_marker().await?;
     let ttl_us = i64::try_from(ask.ttl.as_micros()).unwrap_or(i64::MAX);
     let all = AcquireAll::new(
         &ask.keys,

@@ -1,5 +1,5 @@
 //! The read-write lock's cancel-safe read attempt: a read hold taken in a transaction
-//! of its own (`db/rw.rs`), run in a task so that it is never cut off half way, and
+//! of its own (`db/rw.rs`), never cut off half way (`landing::land`), and
 //! given back when nobody is there to take it.
 //!
 //! The write side needs no attempt of its own: it is a lease on the lock's name, taken
@@ -10,18 +10,17 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::db::rw::Read;
 use crate::db::values::Acquire;
-use crate::db::{noting_checkout, Failure, Grant};
-use crate::support::error::{Class, Error};
+use crate::db::{Failure, Grant};
+use crate::support::error::Class;
 use crate::support::strategy_kind::Strategy;
 use crate::support::validate::{read_key, WRITE_MARKER};
 
 use super::handle::{Handle, InFlight};
-use super::landing::{Landing, Leases};
+use super::landing::{land, Landing, Leases};
 
 /// The key of `owner`'s intent to write the read-write lock `name`, held while it
 /// waits.
@@ -48,59 +47,38 @@ pub(crate) async fn read_attempt(
     // back): the release of this handle's write side of the name waits for it, so
     // that it sees the read, and no read of the name starts while it runs.
     let in_flight: Vec<InFlight> = vec![handle.attempt_alone(&key).await];
-    let sent = Instant::now();
-    let (answer, answered) = oneshot::channel();
     let task_handle = handle.clone();
     let task_name = name.to_owned();
     let statements = async move {
-        let outcome = statement(&task_handle, &task_name, ttl).await;
-        let landing = outcome.map(|o| {
-            o.map(|grant| {
-                let leases = Leases {
-                    keys: vec![key],
-                    grants: vec![grant],
-                    in_flight,
-                };
-                Landing::new(task_handle, leases)
-            })
-        });
-        // Nobody to hand it to: the landing, dropped here, gives the hold back.
-        drop(answer.send(landing));
+        let grant = statement(&task_handle, &task_name, ttl).await?;
+        Ok(grant.map(|grant| Leases {
+            keys: vec![key],
+            grants: vec![grant],
+            in_flight,
+        }))
     };
-    tokio::spawn(noting_checkout(reached, statements));
-    let outcome = answered.await.map_err(|_| Failure {
-        class: Class::Other,
-        error: Error::Database(sqlx::Error::WorkerCrashed),
-    })??;
-    match outcome {
-        // Answered past its TTL: given back by the landing's drop.
-        Some(landing) if Instant::now() >= sent + ttl => {
-            drop(landing);
-            Err(Failure {
-                class: Class::Lapsed,
-                error: Error::GrantExpired {
-                    key: name.to_owned(),
-                    ttl,
-                    took: sent.elapsed(),
-                },
-            })
-        }
-        other => Ok(other.map(|landing| (landing, sent))),
-    }
+    land(handle, name, ttl, reached, statements).await
 }
 
 /// The read's transaction.
+///
+/// With presence, the read records the handle's marker as a lease does (see
+/// `Handle::presence_marker`), and claims the epoch read before it was sent.
 async fn statement(handle: &Handle, name: &str, ttl: Duration) -> Result<Option<Grant>, Failure> {
+    let (presence, epoch) = handle.presence_marker().await?;
     let a = Acquire {
         key: name,
         owner: &handle.owner_text,
         strategy: Strategy::Lease.name(),
         ttl_us: i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX),
-        presence: "",
+        presence: &presence,
         gone: "",
     };
     match handle.db.rw_read(&a).await? {
-        Read::Granted(grant) => Ok(Some(grant)),
+        Read::Granted(mut grant) => {
+            grant.presence = grant.presence.and(epoch);
+            Ok(Some(grant))
+        }
         Read::Busy => Ok(None),
         Read::Contended => Err(Failure::row_locked(Class::Contention, name)),
     }

@@ -2,29 +2,27 @@
 //! (the steps are in `db/semaphore.rs`), each permit a lease of its own, held and
 //! given back like any lease.
 //!
-//! An attempt's transaction runs in a task of its own, so that it is never cut half
-//! way: if the caller stops waiting (its future dropped, its deadline met), the task
-//! finishes the transaction and its permits, landed ([`Landing`]), are given back
-//! whether the caller was gone before they were sent or after. The wait polls
-//! at the handle's poll interval, as a lease's does.
+//! An attempt's transaction is never cut half way: if the caller stops waiting (its
+//! future dropped, its deadline met), a task finishes the transaction and gives its
+//! permits back ([`land`]). The wait polls at the handle's poll interval, as a
+//! lease's does.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::db::semaphore::{Slot, Taken};
 use crate::db::values::{Permits, Slots};
-use crate::db::{noting_checkout, Failure};
+use crate::db::Failure;
 use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
 use crate::support::strategy_kind::Strategy;
 
 use super::grant::LockId;
 use super::handle::Handle;
-use super::landing::{GiveBack, GivingBack, Landing};
+use super::landing::{land, GiveBack, GivingBack};
 use super::release::release;
 use super::wait::{Turn, Wait, CONTENTION_RETRIES};
 
@@ -99,55 +97,31 @@ pub(crate) async fn acquire(
 }
 
 /// One attempt: the permits, `None` when fewer than asked were free. The transaction
-/// runs in a task of its own, which gives back what it took if the caller is gone by
-/// the time it is done.
+/// is never cut off half way, and what it took is given back if the caller is gone by
+/// the time it is done ([`land`]).
 async fn attempt(
     handle: &Arc<Handle>,
     ask: &PermitAsk,
     reached: Arc<AtomicBool>,
 ) -> Result<Option<Grants>, Failure> {
-    let sent = Instant::now();
-    let (tx, rx) = oneshot::channel();
     let task_handle = handle.clone();
     let task_ask = ask.clone();
-    tokio::spawn(noting_checkout(reached, async move {
-        let outcome = take(&task_handle, &task_ask).await;
-        let landed =
-            outcome.map(|taken| taken.map(|slots| Landing::new(task_handle, TakenPermits(slots))));
-        // Nobody to hand them to: the landing, dropped here, gives the permits back;
-        // and so does one sent but never read, dropped with the channel.
-        drop(tx.send(landed));
-    }));
-    let Ok(outcome) = rx.await else {
-        // The task panicked: nothing was granted to us that we know of.
-        return Err(Failure {
-            class: Class::Other,
-            error: Error::Database(sqlx::Error::WorkerCrashed),
-        });
+    let statements = async move {
+        let slots = take(&task_handle, &task_ask).await?;
+        Ok(slots.map(TakenPermits))
     };
-    match outcome? {
-        // A transaction that waited in the database past the TTL grants permits that
-        // may have lapsed already, counted from when it was sent: given back, and the
-        // caller told to try again.
-        Some(landing) if Instant::now() >= sent + ask.ttl => {
-            drop(landing);
-            Err(Failure {
-                class: Class::Lapsed,
-                error: Error::GrantExpired {
-                    key: ask.name.clone(),
-                    ttl: ask.ttl,
-                    took: sent.elapsed(),
-                },
-            })
-        }
-        Some(landing) => Ok(Some((landing.take().0, sent))),
-        None => Ok(None),
-    }
+    let landed = land(handle, &ask.name, ask.ttl, reached, statements).await?;
+    Ok(landed.map(|(landing, sent)| (landing.take().0, sent)))
 }
 
 /// The attempt's transaction: the semaphore is recorded first when it is not, and a
 /// semaphore recorded with another N is refused before anything is taken.
+///
+/// With presence, the handle's marker is taken first (once), as for a lease: each
+/// permit records it only if it is held as the statement runs, and then claims the
+/// epoch of the handle's presence read before it was sent.
 async fn take(handle: &Handle, ask: &PermitAsk) -> Result<Option<Vec<Slot>>, Failure> {
+    let (presence, epoch) = handle.presence_marker().await?;
     let permits = Permits {
         name: &ask.name,
         permits: i64::from(ask.permits),
@@ -158,13 +132,20 @@ async fn take(handle: &Handle, ask: &PermitAsk) -> Result<Option<Vec<Slot>>, Fai
         permits: i64::from(ask.permits),
         count: i64::from(ask.count),
         ttl_us: ask.ttl_us(),
+        presence: &presence,
+        gone: "[]",
     };
     let db = &handle.db;
     // Once recorded, a semaphore stays so (sqlock deletes none): a second `Unknown`
     // means its row was deleted by hand meanwhile, and is recorded again.
     for _ in 0..2 {
         match db.semaphore_take(&permits, &slots).await? {
-            Taken::Granted(slots) => return Ok(Some(slots)),
+            Taken::Granted(mut slots) => {
+                for slot in &mut slots {
+                    slot.presence = slot.presence.and(epoch);
+                }
+                return Ok(Some(slots));
+            }
             Taken::Busy => return Ok(None),
             Taken::Contended => return Err(Failure::row_locked(Class::Contention, &ask.name)),
             Taken::Mismatch(recorded) => {
@@ -206,7 +187,7 @@ async fn give_back(handle: &Handle, slots: Vec<Slot>) {
     }
 }
 
-/// Permits an attempt took, by slot, until a guard takes them up (see [`Landing`]).
+/// Permits an attempt took, by slot, until a guard takes them up (see [`Landing`](super::landing::Landing)).
 #[derive(Debug)]
 struct TakenPermits(Vec<Slot>);
 

@@ -40,6 +40,34 @@ pub(crate) const LAPSED_GRANTS: u32 = 3;
 /// lock, rather than trying again.
 pub(crate) const CONTENTION_RETRIES: u32 = 5;
 
+/// A single try of `attempt` (a new attempt each time it is called), made again after
+/// 1, 2, ... ms while it loses a race for a gate or a row, up to
+/// [`CONTENTION_RETRIES`] times: a race that persists, or a lock of another strategy
+/// on the key ([`Class::Held`]), counts as busy (`Ok(None)`).
+///
+/// # Errors
+///
+/// Whatever else the attempt failed with, [`Error::GrantExpired`] included: the key
+/// was free, but the answer came too late to use the grant, which is not "busy".
+pub(crate) async fn single_try<T, F, Fut>(mut attempt: F) -> Result<Option<T>>
+where
+    F: FnMut(Arc<AtomicBool>) -> Fut,
+    Fut: Future<Output = std::result::Result<Option<T>, Failure>>,
+{
+    let mut tries = 0;
+    loop {
+        match attempt(Arc::new(AtomicBool::new(false))).await {
+            Ok(granted) => return Ok(granted),
+            Err(f) if f.class == Class::Contention && tries < CONTENTION_RETRIES => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
+            }
+            Err(f) if matches!(f.class, Class::Contention | Class::Held) => return Ok(None),
+            Err(f) => return Err(f.error),
+        }
+    }
+}
+
 /// What an attempt came to, for the loop around it.
 #[derive(Debug)]
 pub(crate) enum Turn<T> {
@@ -144,8 +172,8 @@ impl<'h> Wait<'h> {
     /// when the attempt in flight holds the pool's last connection itself (waiting in
     /// the database behind another transaction, say). Only a wait in which no attempt
     /// ever had a connection, while every connection of the pool was taken, is an
-    /// exhausted pool. An attempt cut off here gives back what it took (each runs its
-    /// statements in a task of its own that lands a late grant).
+    /// exhausted pool. An attempt cut off here gives back what it took (its statements
+    /// move to a task of their own that finishes them: `landing::land`).
     pub(crate) async fn attempt<T>(
         &self,
         this: impl Future<Output = std::result::Result<T, Failure>>,

@@ -54,6 +54,11 @@ pub async fn recorded(b: &Backend, admin: &DbPool, key: &str) -> anyhow::Result<
         "SELECT presence_key FROM {} WHERE lock_key = '{key}'",
         b.quoted()
     );
+    marker_of(b, admin, sql).await
+}
+
+/// The marker the presence column `sql` selects (one row) reads as.
+async fn marker_of(b: &Backend, admin: &DbPool, sql: String) -> anyhow::Result<Option<Marker>> {
     let sql = sqlx::AssertSqlSafe(sql);
     Ok(match b.dialect {
         Dialect::Postgres => {
@@ -68,6 +73,23 @@ pub async fn recorded(b: &Backend, admin: &DbPool, key: &str) -> anyhow::Result<
             v.map(Marker::MySql)
         }
     })
+}
+
+/// The marker the first place of `key`'s fair queue records, if any (the servers: the
+/// place of a waiter with presence records its marker, as a lease does).
+pub async fn recorded_place(
+    b: &Backend,
+    admin: &DbPool,
+    key: &str,
+) -> anyhow::Result<Option<Marker>> {
+    let queue = match b.dialect {
+        Dialect::MySql => format!("`{}_queue`", b.table),
+        _ => format!("\"{}_queue\"", b.table),
+    };
+    let sql = format!(
+        "SELECT presence_key FROM {queue} WHERE lock_key = '{key}' ORDER BY ticket LIMIT 1"
+    );
+    marker_of(b, admin, sql).await
 }
 
 /// The stamp of the PostgreSQL server's current lifetime, as a lease records it.
