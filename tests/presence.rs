@@ -1660,6 +1660,92 @@ async fn a_read_records_and_loses_its_marker_as_a_lease_does() -> anyhow::Result
     Ok(())
 }
 
+/// A fair grant records the handle's marker as a lease does, only while a session
+/// holds it, and is lost as a lease is: with both presence connections ended, a fair
+/// grant taken meanwhile records nothing and stays its holder's, while the one that
+/// recorded the marker goes to the next fair acquirer and its holder is told
+/// `PresenceLost`.
+#[tokio::test]
+async fn a_fair_grant_records_and_loses_its_marker_as_a_lease_does() -> anyhow::Result<()> {
+    const NAME: &str = "sqlock_p_fair";
+    for b in common::servers("presence_fair_marker").await {
+        b.fresh_table().await?;
+        let admin = b.pool().await?;
+        let pool = own_pool(&b, &admin, NAME, "").await?;
+        let holder = Locker::builder(pool.clone())
+            .table(&b.table)
+            .strategy(Strategy::Fair)
+            .presence(true)
+            .ttl(Duration::from_secs(60))
+            .build()?;
+        let first = holder
+            .try_acquire("f-a")
+            .await?
+            .with_context(|| format!("{}: the first fair grant", b.dialect))?;
+        let m = support::recorded(&b, &admin, "f-a")
+            .await?
+            .with_context(|| format!("{}: the fair grant records no marker", b.dialect))?;
+        let (h, w) = support::standby(&b, &admin, &m, who(&b, NAME)).await?;
+        warm(&pool).await?;
+        logins(&b, &admin, NAME, false).await?;
+        let outcome = async {
+            if let Some(w) = w {
+                support::end(&b, &admin, w).await?;
+            }
+            support::end(&b, &admin, h).await?;
+            assert!(
+                common::eventually(|| async {
+                    Ok(support::sessions(&b, &admin, &m, who(&b, NAME))
+                        .await?
+                        .0
+                        .is_none())
+                })
+                .await?,
+                "{}: the marker is still held",
+                b.dialect
+            );
+            let second = holder
+                .try_acquire("f-b")
+                .await?
+                .with_context(|| format!("{}: the second fair grant", b.dialect))?;
+            assert_eq!(
+                support::recorded(&b, &admin, "f-b").await?,
+                None,
+                "{}: a fair grant recorded a marker no connection holds",
+                b.dialect
+            );
+            let waiter = fair_locker(&b, true, Duration::from_secs(60)).await?;
+            let taken = waiter
+                .try_acquire("f-a")
+                .await?
+                .with_context(|| format!("{}: f-a not taken", b.dialect))?;
+            assert!(
+                taken.fencing_token() > first.fencing_token(),
+                "{}: the token did not rise",
+                b.dialect
+            );
+            assert!(
+                waiter.try_acquire("f-b").await?.is_none(),
+                "{}: a fair grant that recorded no marker was taken",
+                b.dialect
+            );
+            let reason = tokio::time::timeout(Duration::from_secs(5), first.lost().wait())
+                .await
+                .with_context(|| format!("{}: no loss signalled within 5 s", b.dialect))?;
+            assert_eq!(reason, LostReason::PresenceLost, "{}", b.dialect);
+            assert!(!second.is_lost(), "{}", b.dialect);
+            assert!(taken.release().await?);
+            assert!(w.is_some(), "{}: no standby waited", b.dialect);
+            Ok::<_, anyhow::Error>(second)
+        }
+        .await;
+        logins(&b, &admin, NAME, true).await?;
+        assert!(outcome?.release().await?);
+        assert!(!first.release().await?, "{}", b.dialect);
+    }
+    Ok(())
+}
+
 /// An idle timeout shorter than a third of the TTL (PostgreSQL's
 /// `idle_session_timeout`, set for a role of the test's own) ends the holder's idle
 /// pooled connections, as it should, but not its presence connections: the marker

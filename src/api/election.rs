@@ -3,11 +3,10 @@
 //! the leader's term, with its campaign (try, deadline, forever) and the calls that run
 //! the leader's work while leadership lasts.
 //!
-//! An election is a lease on the key `election:<name>`, taken with the
-//! lease strategy and renewed by the handle's watchdog like any lease. Once granted,
-//! the candidate records its identity for the grant's term (`elect_claim.sql`), in a
-//! statement that succeeds only while the lease is still its own; only then is it the
-//! leader. Observers (`observe.rs`) read the lease and that record together.
+//! An election is a lease on the key `election:<name>`, taken with the lease strategy
+//! and renewed by the handle's watchdog like any lease. Once granted, the candidate
+//! claims the grant's term (`strategy/election.rs`); only then is it the leader.
+//! Observers (`observe.rs`) read the lease and that record together.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,9 +17,10 @@ use tokio::time::Instant;
 use crate::support::error::Result;
 use crate::support::strategy_kind::Strategy;
 use crate::support::validate::{self, ELECTION_KEY_PREFIX};
-use crate::{LockRequest, Locker};
 
 use super::leadership::{LeaderTerm, Leadership, Ran};
+use super::locker::Locker;
+use super::request::LockRequest;
 
 /// How often an [observer](Election::observe) reads who leads, unless told otherwise
 /// ([`Election::poll_interval`]): 1 s.
@@ -97,6 +97,29 @@ pub struct Election {
     identity: String,
     ttl: Option<Duration>,
     poll: Duration,
+}
+
+impl Locker {
+    /// A candidate in the election `name`, on a new handle of this one (an owner id of
+    /// its own, the same pool and settings): see [`Election`].
+    ///
+    /// The election's lease is on the key `election:<name>`; the name is checked as
+    /// a key (1 to [`MAX_ELECTION_NAME_BYTES`](crate::MAX_ELECTION_NAME_BYTES) bytes, no
+    /// NUL) by the calls that use it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// let leadership = locker.election("scheduler").id("10.0.0.1:8080").campaign().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn election(&self, name: &str) -> Election {
+        Election::new(self, name)
+    }
 }
 
 impl Election {

@@ -8,8 +8,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::db::fence::FenceConnection;
-use crate::db::retry::retry_contention;
-use crate::db::values::Claim;
+use crate::strategy::election::claim_term;
 use crate::strategy::handle::Handle;
 use crate::strategy::LockId;
 use crate::support::error::{Error, Result};
@@ -59,13 +58,7 @@ impl Leadership {
         name: &str,
         identity: &str,
     ) -> Result<Option<Self>> {
-        let claim = Claim {
-            held: guard.id.held(&guard.handle.owner_text),
-            identity,
-        };
-        let db = &guard.handle.db;
-        let recorded = retry_contention(|| db.elect_claim(&claim)).await;
-        match recorded {
+        match claim_term(&guard.handle, &guard.id, identity).await {
             Ok(true) => Ok(Some(Self {
                 guard,
                 name: name.to_owned(),

@@ -217,27 +217,6 @@ impl Locker {
         self.lock(key).run(work).await
     }
 
-    /// A candidate in the election `name`, on a new handle of this one (an owner id of
-    /// its own, the same pool and settings): see [`Election`](crate::Election).
-    ///
-    /// The election's lease is on the key `election:<name>`; the name is checked as
-    /// a key (1 to [`MAX_ELECTION_NAME_BYTES`](crate::MAX_ELECTION_NAME_BYTES) bytes, no
-    /// NUL) by the calls that use it.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), sqlock::Error> {
-    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// # sqlock::migrate(&pool).await?;
-    /// # let locker = sqlock::Locker::new(pool.clone())?;
-    /// let leadership = locker.election("scheduler").id("10.0.0.1:8080").campaign().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn election(&self, name: &str) -> crate::Election {
-        crate::Election::new(self, name)
-    }
-
     /// A request for the lock on `key`, to set a TTL of its own before acquiring.
     ///
     /// ```

@@ -34,7 +34,7 @@ use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
 use super::landing::{GiveBack, GivingBack, Landing};
 use super::release::release;
-use super::wait::CONTENTION_RETRIES;
+use super::wait::{CONTENTION_RETRIES, LAPSED_GRANTS};
 
 /// How often a waiter behind the first looks, at most (and at least three times per
 /// TTL): one statement a second. Two places or more from the first, a look that falls
@@ -207,6 +207,10 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
     // knows no marker of this waiter's), and the grant claims the epoch of the handle's
     // presence read before that step was sent (as a lease does: `Handle::presence_marker`).
     let mut epoch;
+    // Grants taken up too late to trust in this wait: at [`LAPSED_GRANTS`], the TTL is
+    // one every take-up outruns, and the wait ends with [`Error::GrantExpired`] rather
+    // than going round the queue for ever (as the other primitives' waits do).
+    let mut lapsed = 0;
     loop {
         // Join (again, at the end, after a place that lapsed).
         let mut sent = Instant::now();
@@ -266,6 +270,14 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                     // Taken up too late to trust: it may have lapsed already. Handed
                     // on, and the queue joined again.
                     give_back(handle, &ask.key, grant.token).await;
+                    lapsed += 1;
+                    if lapsed >= LAPSED_GRANTS {
+                        return Err(Error::GrantExpired {
+                            key: ask.key.clone(),
+                            ttl: ask.ttl,
+                            took: sent.elapsed(),
+                        });
+                    }
                     break;
                 }
                 Standing::Gone => break,

@@ -5,6 +5,7 @@
 //! - [`for_update`]: a row lock in an open transaction, and
 //!   [`held_transaction`]: that transaction while it is held;
 //! - [`fair`]: a queue of waiters served in order, each handed the lock in turn;
+//! - [`election`]: a leader's claim of its term, once its lease is granted;
 //! - [`attempt`]: the cancel-safe attempt every acquisition goes through;
 //! - [`release`]: giving a row's lock back (and a fair lock's handoff), below them all;
 //! - [`handle`]: the state of the handle they work for.
@@ -19,6 +20,7 @@
 pub(crate) mod semaphore;
 
 pub(crate) mod attempt;
+pub(crate) mod election;
 pub(crate) mod fair;
 pub(crate) mod for_update;
 pub(crate) mod grant;
