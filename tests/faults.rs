@@ -646,19 +646,17 @@ impl Workload {
                 continue;
             }
             let holding = slot.holding.load(Ordering::Relaxed);
-            // A holder meets the first kind still due in an order of the phase's own,
-            // so that every kind is shown to reach the primitive held however seldom a
-            // holder is found: each holder found meets a kind not met yet, and the two
-            // fenced phases take the kinds in opposite orders, so that a primitive
-            // held only twice a phase (a fair queue on a server down for most of it)
-            // still meets all four over the run. The first faults go through every
-            // kind in turn either way.
-            let order: [&str; 4] = if self.clock_jumps {
-                ["kill", "pause", "sigkill", "cut"]
-            } else {
-                ["cut", "sigkill", "pause", "kill"]
+            // A holder meets the kind still due that was injected least so far (every
+            // kind in turn, whichever met a holder first), so that every kind is shown
+            // to reach the primitive held, however seldom a holder is found; the first
+            // faults go through every kind in turn either way.
+            let injected_of = |k: &str| match k {
+                "kill" => injected.kill_rounds.load(Ordering::Relaxed),
+                "pause" => injected.pauses.load(Ordering::Relaxed),
+                "sigkill" => injected.sigkills.load(Ordering::Relaxed),
+                _ => injected.cuts(),
             };
-            let least_due = order.into_iter().find(|k| unmet.contains(k));
+            let least_due = unmet.iter().copied().min_by_key(|k| injected_of(k));
             let kind = match (holding, least_due, distinct.get(injections)) {
                 (true, Some(kind), _) | (false, _, Some(&kind)) => kind,
                 _ if unmet.contains(&"kill")
