@@ -641,6 +641,8 @@ impl Workload {
             } else {
                 fastrand::usize(..WORKERS)
             };
+            // Every worker's tag, for a kill round that found no session of its target.
+            let tags: Vec<String> = slots.iter().map(|s| s.tag.clone()).collect();
             let slot = &mut slots[target];
             if slot.paused.load(Ordering::Relaxed) {
                 continue;
@@ -669,7 +671,17 @@ impl Workload {
             injections += 1;
             match kind {
                 "kill" => {
-                    let n = common::kill::kill(b, &admin, &slot.tag).await.unwrap_or(0);
+                    let mut n = common::kill::kill(b, &admin, &slot.tag).await.unwrap_or(0);
+                    // A worker between statements may have no session open: the round
+                    // goes on to the other workers' sessions until it ends one, so that
+                    // every round ends a connection (the phase's check asks it of
+                    // each phase, which has only a handful of kill rounds).
+                    for tag in tags.iter().filter(|t| **t != slot.tag) {
+                        if n > 0 {
+                            break;
+                        }
+                        n = common::kill::kill(b, &admin, tag).await.unwrap_or(0);
+                    }
                     Injected::aimed(&injected.kill_rounds, injected.held(kind), holding);
                     injected
                         .connections_killed
@@ -703,7 +715,13 @@ impl Workload {
                         Duration::from_millis(fastrand::u64(200..800))
                     };
                     let direction = Direction::ALL[d];
-                    let cut = net.cut(name, port, direction)?;
+                    // Off the runtime's threads: `nft` runs as a process of its own,
+                    // and every workload's driver shares those threads.
+                    let cut = {
+                        let (net, name) = (Arc::clone(net), name.clone());
+                        tokio::task::spawn_blocking(move || net.cut(&name, port, direction))
+                            .await??
+                    };
                     injected.cuts_by_direction[d].fetch_add(1, Ordering::Relaxed);
                     if holding {
                         injected.held(kind).fetch_add(1, Ordering::Relaxed);
