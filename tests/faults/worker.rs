@@ -27,6 +27,14 @@ pub const KEY2: &str = "counter-2";
 /// The permits of the semaphore workload: each guards a counter of its own.
 pub const PERMITS: u32 = 2;
 
+/// How long a worker waits for the statements of one step under a hold (its write,
+/// its release): a row lock a statement waits for may be held by a session whose
+/// client is gone (cut off) until the server notices, and a connection whose server
+/// crashed during a cut learns it only at its next retransmission, which TCP's
+/// back-off may put many seconds after the cut healed. Past it, the step's outcome
+/// is unknown, as the checks then take it.
+const STATEMENTS_WAIT: Duration = Duration::from_secs(5);
+
 /// What a workload's workers hold.
 ///
 /// - a lock of one strategy, checked against the fenced-mutex model;
@@ -346,14 +354,32 @@ pub async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
     // The driver learns who this worker is, to find its holds after a SIGKILL.
     say(&format!("OWNER {owner}"));
     let mut rng = fastrand::Rng::with_seed(w.seed);
+    // The worker runs until the driver closes its standard input (once the workload
+    // has met what the phase asks of it), or at the latest `run_for`. Read on a thread
+    // of its own, which never holds up the process's exit.
     let deadline = Instant::now() + w.run_for;
-    // A worker that has not ended 20 s after its deadline says what it was doing and
-    // exits, from a thread of its own (the runtime's threads may be what is stuck).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut input = std::io::stdin().lock();
+            let mut buf = [0u8; 64];
+            while matches!(input.read(&mut buf), Ok(n) if n > 0) {}
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    // A worker that has not ended 20 s after it was told to stop (or after its
+    // deadline) says what it was doing and exits, from a thread of its own (the
+    // runtime's threads may be what is stuck).
     let doing = std::sync::Arc::new(std::sync::Mutex::new("starting"));
     {
-        let (doing, overdue) = (doing.clone(), w.run_for + Duration::from_secs(20));
+        let (doing, stop) = (doing.clone(), stop.clone());
         std::thread::spawn(move || {
-            std::thread::sleep(overdue);
+            while Instant::now() < deadline && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            std::thread::sleep(Duration::from_secs(20));
             say(&format!("ERROR stuck: {}", doing.lock().unwrap()));
             std::process::exit(3);
         });
@@ -372,7 +398,7 @@ pub async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
             .line());
         }
     };
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let sent = history::now();
         now_doing("acquiring");
         let held = match acquire(&from, &w, &mut rng).await {
@@ -399,14 +425,20 @@ pub async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
         match held {
             Held::Lock(guard) if w.primitive.in_lock() => {
                 // The write goes into the lock's own transaction, and commit ends the
-                // lock: accepted means both happened.
-                let kind = match increment_in_lock(&guard, &w.table, &owner, &mut rng).await {
-                    Ok(()) => match guard.commit().await {
-                        Ok(()) => Kind::Write,
+                // lock: accepted means both happened. Bounded, as every statement a
+                // worker sends under a hold (see `STATEMENTS_WAIT`).
+                let written = async {
+                    match increment_in_lock(&guard, &w.table, &owner, &mut rng).await {
+                        Ok(()) => match guard.commit().await {
+                            Ok(()) => Kind::Write,
+                            Err(_) => Kind::Unknown,
+                        },
                         Err(_) => Kind::Unknown,
-                    },
-                    Err(_) => Kind::Unknown,
+                    }
                 };
+                let kind = tokio::time::timeout(STATEMENTS_WAIT, written)
+                    .await
+                    .unwrap_or(Kind::Unknown);
                 events(kind.clone(), &tokens, sent);
                 if kind == Kind::Write {
                     events(Kind::Release, &tokens, sent);
@@ -414,10 +446,8 @@ pub async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
             }
             held => {
                 if held.writes() {
-                    // Bounded: a row lock the write waits for may be held by a session
-                    // whose client is gone (cut off) until the server notices.
                     let written = tokio::time::timeout(
-                        Duration::from_secs(5),
+                        STATEMENTS_WAIT,
                         increment(&pool, &held, &w, &owner, &mut rng),
                     )
                     .await
@@ -429,7 +459,10 @@ pub async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
                 }
                 let sent = history::now();
                 now_doing("releasing");
-                events(held.release().await, &tokens, sent);
+                let released = tokio::time::timeout(STATEMENTS_WAIT, held.release())
+                    .await
+                    .unwrap_or(Kind::Unknown);
+                events(released, &tokens, sent);
             }
         }
         say("HOLDING 0");
