@@ -20,7 +20,7 @@
 //! seconds (default 30; the third at most 60), about two minutes in all, and a
 //! workload that has not yet met what the phase asks of it (enough grants, each kind
 //! of fault while held, readers sharing, a clock jump while held) runs on, meeting
-//! only the faults still due, until it has, for at most a minute more. A longer
+//! only the faults still due, until it has, for at most two minutes more. A longer
 //! value is the soak run (docs/guarantees.md); it ends with a table of the figures,
 //! which it also writes, with the facts of the run and the machine, to the file
 //! `SQLOCK_FAULT_RECORD` names (the records the docs publish are in `docs/soak/`).
@@ -70,7 +70,7 @@ const GRANTS_A_PHASE: usize = 5;
 /// How much longer than its window a workload may run to meet what the phase asks
 /// of it ([`Workload::unmet`]); past that, the phase fails and says what it missed.
 fn overtime(run_for: Duration) -> Duration {
-    run_for.max(Duration::from_secs(60))
+    run_for.max(Duration::from_secs(120))
 }
 
 fn main() -> ExitCode {
@@ -277,6 +277,8 @@ struct Report {
     ran_for: Duration,
     /// What the phase asked of it that it never met ([`Workload::unmet`]).
     unmet: Vec<&'static str>,
+    /// The slowest step a worker told of, past its bound (ms, what it was doing).
+    slowest: (u64, String),
 }
 
 impl Report {
@@ -333,8 +335,8 @@ impl Report {
              the TTL, {} longer; {} to the server, {} from it, {} both ways; {} dropped \
              packets, {} in all); {} worker errors; SIGKILLed holders' keys granted \
              again after (ms, before the lease's expiry) {:?}; {} victims in all; \
-             prepared in {:.1} s; ran {:.1} s; at most {:.1} s between grants; the last \
-             worker error: {}",
+             prepared in {:.1} s; ran {:.1} s; at most {:.1} s between grants; the slowest \
+             step past its bound: {}; the last worker error: {}",
             self.name,
             self.verdict,
             self.rows,
@@ -362,6 +364,10 @@ impl Report {
             self.prepared_in.as_secs_f64(),
             self.ran_for.as_secs_f64(),
             self.longest_between_grants(),
+            match &self.slowest {
+                (0, _) => "none".to_owned(),
+                (ms, step) => format!("{step} {:.1} s", *ms as f64 / 1000.0),
+            },
             if self.last_error.is_empty() {
                 "none"
             } else {
@@ -401,6 +407,9 @@ struct Collected {
     errors: AtomicUsize,
     /// The last error a worker told.
     last_error: Mutex<String>,
+    /// The slowest step a worker told of (ms, what it was doing), of those that took
+    /// longer than their bound.
+    slowest: Mutex<(u64, String)>,
     /// The tasks reading the workers' output, each done at its worker's end of output.
     readers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -568,6 +577,14 @@ impl Workload {
                     *said.lock().unwrap() = o.to_owned();
                 } else if let Some(h) = line.strip_prefix("HOLDING ") {
                     flag.store(h == "1", Ordering::Relaxed);
+                } else if let Some((ms, step)) =
+                    line.strip_prefix("SLOW ").and_then(|s| s.split_once(' '))
+                {
+                    let ms = ms.parse().unwrap_or(0);
+                    let mut slowest = collected.slowest.lock().unwrap();
+                    if ms > slowest.0 {
+                        *slowest = (ms, step.to_owned());
+                    }
                 } else if line.starts_with("ERROR") {
                     collected.errors.fetch_add(1, Ordering::Relaxed);
                     *collected.last_error.lock().unwrap() = line;
@@ -948,6 +965,7 @@ impl Workload {
         verdict.violations.truncate(20);
         let takeovers = takeovers(&events, &injected.victims.lock().unwrap(), self.clock_jumps);
         let last_error = collected.last_error.lock().unwrap().clone();
+        let slowest = collected.slowest.lock().unwrap().clone();
         Ok(Report {
             name: self.name(),
             dialect: b.dialect,
@@ -984,6 +1002,7 @@ impl Workload {
             last_error,
             ran_for,
             unmet,
+            slowest,
         })
     }
 }

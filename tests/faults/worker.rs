@@ -384,7 +384,17 @@ pub async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
             std::process::exit(3);
         });
     }
-    let now_doing = |what: &'static str| *doing.lock().unwrap() = what;
+    // A step that took longer than its bound and a second more (acquiring waits 2 s,
+    // a write or release 5 s) is told to the driver, which shows the slowest.
+    let began = std::sync::Mutex::new(("starting", Instant::now()));
+    let now_doing = |what: &'static str| {
+        *doing.lock().unwrap() = what;
+        let (step, at) = std::mem::replace(&mut *began.lock().unwrap(), (what, Instant::now()));
+        let bound = if step == "acquiring" { 3 } else { 6 };
+        if at.elapsed() > Duration::from_secs(bound) {
+            say(&format!("SLOW {} {step}", at.elapsed().as_millis()));
+        }
+    };
     let events = |kind: Kind, tokens: &[(String, i64)], sent| {
         for (key, token) in tokens {
             say(&Event {
