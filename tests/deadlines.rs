@@ -255,8 +255,8 @@ async fn take_only_connection(
 /// Every waiting primitive shares one wait: a deadline met while no attempt could have
 /// a connection (the pool's only one taken elsewhere for the whole wait) is
 /// `PoolExhausted`; with that connection back and the primitive held by another
-/// handle, the same wait ends in `Timeout`. A lock, a multi-lock, a read, a write and
-/// a semaphore's permit, on every backend.
+/// handle, the same wait ends in `Timeout`. A lock, a fair lock, a multi-lock, a read,
+/// a write, a semaphore's permit and an election's campaign, on every backend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_wait_tells_an_exhausted_pool_from_a_timeout() -> anyhow::Result<()> {
     for b in common::backends("dl_exhausted").await {
@@ -269,6 +269,21 @@ async fn every_wait_tells_an_exhausted_pool_from_a_timeout() -> anyhow::Result<(
             .build()?;
         // Each primitive's wait, bounded by DEADLINE.
         let lock = || async { waiter.acquire_timeout("k-lock", DEADLINE).await.map(drop) };
+        let fair = || async {
+            waiter
+                .lock("k-fair")
+                .strategy(Strategy::Fair)
+                .acquire_timeout(DEADLINE)
+                .await
+                .map(drop)
+        };
+        let elect = || async {
+            waiter
+                .election("k-elect")
+                .campaign_timeout(DEADLINE)
+                .await
+                .map(drop)
+        };
         let many = || async {
             waiter
                 .lock_many(&["k-many-a", "k-many-b"])
@@ -301,10 +316,12 @@ async fn every_wait_tells_an_exhausted_pool_from_a_timeout() -> anyhow::Result<(
         let taken = take_only_connection(&pool).await?;
         let answers = [
             ("lock", timeout(GUARD, lock()).await?),
+            ("fair lock", timeout(GUARD, fair()).await?),
             ("multi-lock", timeout(GUARD, many()).await?),
             ("read", timeout(GUARD, read()).await?),
             ("write", timeout(GUARD, write()).await?),
             ("semaphore", timeout(GUARD, permit()).await?),
+            ("election", timeout(GUARD, elect()).await?),
         ];
         for (what, answer) in answers {
             assert!(
@@ -320,6 +337,12 @@ async fn every_wait_tells_an_exhausted_pool_from_a_timeout() -> anyhow::Result<(
         // other handle waits for that.)
         let held = (
             other.acquire_timeout("k-lock", GUARD).await?,
+            other
+                .lock("k-fair")
+                .strategy(Strategy::Fair)
+                .acquire_timeout(GUARD)
+                .await?,
+            other.election("k-elect").campaign_timeout(GUARD).await?,
             other.acquire_timeout("k-many-b", GUARD).await?,
             other.write_lock("k-rw-r").acquire_timeout(GUARD).await?,
             other.read_lock("k-rw-w").acquire_timeout(GUARD).await?,
@@ -327,10 +350,12 @@ async fn every_wait_tells_an_exhausted_pool_from_a_timeout() -> anyhow::Result<(
         );
         let answers = [
             ("lock", timeout(GUARD, lock()).await?),
+            ("fair lock", timeout(GUARD, fair()).await?),
             ("multi-lock", timeout(GUARD, many()).await?),
             ("read", timeout(GUARD, read()).await?),
             ("write", timeout(GUARD, write()).await?),
             ("semaphore", timeout(GUARD, permit()).await?),
+            ("election", timeout(GUARD, elect()).await?),
         ];
         for (what, answer) in answers {
             assert!(

@@ -279,6 +279,8 @@ struct Report {
     unmet: Vec<&'static str>,
     /// The slowest step a worker told of, past its bound (ms, what it was doing).
     slowest: (u64, String),
+    /// The driver's faults and the workers' errors, in order.
+    log: Vec<(u64, String)>,
 }
 
 impl Report {
@@ -309,6 +311,35 @@ impl Report {
 
     fn lost_updates(&self) -> i64 {
         self.rows - self.counter
+    }
+
+    /// For a workload that went 20 s or more without a grant, where its events, the
+    /// driver's faults and its workers' errors were written, in order, to show what
+    /// it stalled on.
+    fn stalled(&self) -> Option<String> {
+        if self.longest_between_grants() < 20.0 {
+            return None;
+        }
+        let mut lines: Vec<(u64, String)> = self.log.clone();
+        lines.extend(self.events.iter().map(|e| (e.ack, e.line())));
+        lines.sort();
+        let text: Vec<String> = lines
+            .into_iter()
+            .map(|(at, l)| format!("{at} {l}"))
+            .collect();
+        let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{}.stalled", self.name.replace(' ', "_")));
+        Some(match std::fs::write(&file, text.join("\n")) {
+            Ok(()) => format!(
+                "{} stalled: its history is in {}",
+                self.name,
+                file.display()
+            ),
+            Err(e) => format!(
+                "{} stalled; its history could not be written: {e}",
+                self.name
+            ),
+        })
     }
 
     /// The longest time without a grant between two grants of the workload, in s: a
@@ -400,6 +431,12 @@ impl Slot {
     }
 }
 
+impl Collected {
+    fn note(&self, what: String) {
+        self.log.lock().unwrap().push((history::now(), what));
+    }
+}
+
 /// Everything the workers of one workload printed.
 #[derive(Default)]
 struct Collected {
@@ -410,6 +447,9 @@ struct Collected {
     /// The slowest step a worker told of (ms, what it was doing), of those that took
     /// longer than their bound.
     slowest: Mutex<(u64, String)>,
+    /// The driver's faults and the workers' errors, each as it was made or read
+    /// ([`history::now`]), for a workload that stalled (see [`Report::stalled`]).
+    log: Mutex<Vec<(u64, String)>>,
     /// The tasks reading the workers' output, each done at its worker's end of output.
     readers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -567,6 +607,7 @@ impl Workload {
         let owner = Arc::new(Mutex::new(String::new()));
         let out = child.stdout.take().context("worker stdout")?;
         let (flag, events, said) = (holding.clone(), collected.clone(), owner.clone());
+        let of = tag.clone();
         let reader = tokio::spawn(async move {
             let collected = events;
             let mut lines = BufReader::new(out).lines();
@@ -587,6 +628,7 @@ impl Workload {
                     }
                 } else if line.starts_with("ERROR") {
                     collected.errors.fetch_add(1, Ordering::Relaxed);
+                    collected.note(format!("{of} {line}"));
                     *collected.last_error.lock().unwrap() = line;
                 }
             }
@@ -773,6 +815,7 @@ impl Workload {
                 _ => kinds[fastrand::usize(..kinds.len())],
             };
             injections += 1;
+            collected.note(format!("{kind} aimed at {} (holding: {holding})", slot.tag));
             match kind {
                 "kill" => {
                     let mut n = common::kill::kill(b, &admin, &slot.tag).await.unwrap_or(0);
@@ -966,6 +1009,7 @@ impl Workload {
         let takeovers = takeovers(&events, &injected.victims.lock().unwrap(), self.clock_jumps);
         let last_error = collected.last_error.lock().unwrap().clone();
         let slowest = collected.slowest.lock().unwrap().clone();
+        let log = std::mem::take(&mut *collected.log.lock().unwrap());
         Ok(Report {
             name: self.name(),
             dialect: b.dialect,
@@ -1003,6 +1047,7 @@ impl Workload {
             ran_for,
             unmet,
             slowest,
+            log,
         })
     }
 }
@@ -2246,6 +2291,9 @@ async fn fenced_phase(
     }
     for r in &reports {
         r.print();
+        if let Some(stalled) = r.stalled() {
+            println!("{stalled}");
+        }
         figures.add(r);
     }
     for r in &reports {

@@ -68,7 +68,8 @@ impl LockGuard {
     /// WHERE lock_key = $1 AND lock_owner = $2 AND fencing_token = $3 AND locked AND
     /// expires_at > clock_timestamp() FOR SHARE)`.
     pub async fn fence<C: FenceConnection>(&self, conn: &mut C) -> Result<()> {
-        check(&self.handle, &self.id, self.hold.fenceable(), conn).await
+        let held = &self.held;
+        check(&held.handle, &held.id, held.hold.fenceable(), conn).await
     }
 }
 

@@ -1,15 +1,12 @@
 //! [`LockGuard`]: a held lock, and what happens when it is released or dropped.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::strategy::handle::Handle;
+use crate::strategy::held::Held;
 use crate::strategy::held_transaction::LentTransaction;
-use crate::strategy::{Hold, LockId};
 use crate::support::error::{Error, Result};
 use crate::support::lost::{LostReason, LostSignal};
 use crate::support::strategy_kind::Strategy;
@@ -49,39 +46,14 @@ use crate::support::validate::{self, parent_of, Shared};
 #[derive(Debug)]
 #[must_use = "if unused the lock is released again at once (in the background)"]
 pub struct LockGuard {
-    pub(crate) handle: Arc<Handle>,
-    /// What names the grant: key, strategy, token.
-    pub(crate) id: LockId,
-    lost: LostSignal,
-    /// What the strategy holds: a lease registration or a transaction.
-    pub(crate) hold: Hold,
-    /// Set once the lock was given back, so that Drop does not do it again.
-    released: bool,
-    /// The runtime the lock was acquired on, for a drop outside of any runtime.
-    runtime: tokio::runtime::Handle,
-    /// When the guard was made, for the metrics of its time held.
-    granted_at: std::time::Instant,
+    /// The hold, its release and its drop (`strategy/held.rs`).
+    pub(crate) held: Held,
 }
 
 impl LockGuard {
-    pub(crate) fn new(
-        handle: Arc<Handle>,
-        id: LockId,
-        hold: Hold,
-        lost: LostSignal,
-        at_least: Option<Duration>,
-    ) -> Self {
-        handle.hold_started(&id.key, id.strategy, at_least, id.rw_write);
-        handle.meter.hold_began(id.strategy, &id.key);
-        Self {
-            handle,
-            id,
-            lost,
-            hold,
-            released: false,
-            runtime: tokio::runtime::Handle::current(),
-            granted_at: std::time::Instant::now(),
-        }
+    /// The guard of a lock held already.
+    pub(crate) fn from_held(held: Held) -> Self {
+        Self { held }
     }
 
     /// The open transaction of a for-update lock, to run the holder's own statements
@@ -118,7 +90,7 @@ impl LockGuard {
     /// # }
     /// ```
     pub async fn transaction(&self) -> Option<LentTransaction<'_>> {
-        self.hold.transaction().await
+        self.held.hold.transaction().await
     }
 
     /// Ends the lock, committing the for-update lock's transaction with the holder's
@@ -155,9 +127,9 @@ impl LockGuard {
     /// # }
     /// ```
     pub async fn commit(self) -> Result<()> {
-        let key = self.id.key.clone();
-        let lost = self.lost.clone();
-        let default = self.hold.default_loss();
+        let key = self.held.id.key.clone();
+        let lost = self.held.lost.clone();
+        let default = self.held.hold.default_loss();
         match self.release().await? {
             true => Ok(()),
             false => Err(Error::LockLost {
@@ -194,13 +166,8 @@ impl LockGuard {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn rollback(mut self) -> Result<()> {
-        self.released = true;
-        let span = self.id.release_span(&self.handle.owner_text);
-        self.hold
-            .rollback(&self.handle, &self.id)
-            .instrument(span)
-            .await
+    pub async fn rollback(self) -> Result<()> {
+        self.held.rollback().await
     }
     /// The signal that fires when this lock is lost: a renewal found it no longer
     /// ours (released by force, taken after it lapsed), renewals failed until it may
@@ -227,37 +194,37 @@ impl LockGuard {
     /// # }
     /// ```
     pub fn lost(&self) -> LostSignal {
-        self.lost.clone()
+        self.held.lost.clone()
     }
 
     /// Whether the lock was found lost. Cheap: sends nothing.
     pub fn is_lost(&self) -> bool {
-        self.lost.is_lost()
+        self.held.lost.is_lost()
     }
 
     /// Why the lock was lost, if it was: the reason its [`lost`](Self::lost) signal
     /// fired with. Cheap: sends nothing.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.lost.reason()
+        self.held.lost.reason()
     }
 
     /// The lock's key; for a read of a read-write lock, the lock's name (the read's
     /// own row, which [`Locker::list`](crate::Locker::list) shows, is internal).
     pub fn key(&self) -> &str {
-        match parent_of(&self.id.key) {
+        match parent_of(&self.held.id.key) {
             Some((name, Shared::Read)) => name,
-            _ => &self.id.key,
+            _ => &self.held.id.key,
         }
     }
 
     /// How the lock is held in the table.
     pub fn strategy(&self) -> Strategy {
-        self.id.strategy
+        self.held.id.strategy
     }
 
     /// The owner id of the handle that holds the lock.
     pub fn owner(&self) -> Uuid {
-        self.handle.owner
+        self.held.handle.owner
     }
 
     /// The fencing token of this grant.
@@ -268,19 +235,19 @@ impl LockGuard {
     /// the resource the lock protects so that it can reject a holder whose lease has
     /// lapsed and been granted again since.
     pub fn fencing_token(&self) -> i64 {
-        self.id.token
+        self.held.id.token
     }
 
     /// When the lease expires unless extended, on the database clock, as last reported
     /// by the database (at acquisition or at the last [`extend`](Self::extend)).
     pub fn expires_at(&self) -> DateTime<Utc> {
-        self.hold.expires_at()
+        self.held.hold.expires_at()
     }
 
     /// How many holds this handle had on the key right after this acquisition: 1 for
     /// a first acquisition, more for a reentrant one.
     pub fn hold_count(&self) -> u32 {
-        self.hold.hold_count()
+        self.held.hold.hold_count()
     }
 
     /// Pushes the expiry to at least `ttl` from now on the database clock. Returns
@@ -323,8 +290,9 @@ impl LockGuard {
     /// ```
     pub async fn extend(&mut self, ttl: Duration) -> Result<bool> {
         validate::ttl(ttl)?;
-        self.hold
-            .extend(&self.handle, &self.id, ttl, &self.lost)
+        self.held
+            .hold
+            .extend(&self.held.handle, &self.held.id, ttl, &self.held.lost)
             .await
     }
 
@@ -360,40 +328,7 @@ impl LockGuard {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn release(mut self) -> Result<bool> {
-        self.released = true;
-        let span = self.id.release_span(&self.handle.owner_text);
-        // A lease's renewal stops before the release is sent.
-        let released = self
-            .hold
-            .release(&self.handle, &self.id)
-            .instrument(span.clone())
-            .await;
-        if let Ok(false) = released {
-            span.in_scope(|| tracing::warn!("released a lock that was no longer held"));
-        }
-        released
-    }
-}
-
-/// Gives the lock back in the background; see the type's docs.
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if !self.released {
-            // Outside of any runtime, the one the lock was taken on does the work: sqlx
-            // spawns a dropped connection's return to its pool, and would panic without.
-            let runtime =
-                tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
-            let _entered = runtime.enter();
-            let id = self.id.clone();
-            // Before the hold is uncounted: the release keeps the key for the at-least
-            // hold the key's guards asked for, this one's included.
-            self.hold.end_in_background(&self.handle, id);
-        }
-        self.handle.hold_ended(&self.id.key, self.id.rw_write);
-        let held = self.granted_at.elapsed();
-        self.handle
-            .meter
-            .hold_ended(self.id.strategy, &self.id.key, held);
+    pub async fn release(self) -> Result<bool> {
+        self.held.release().await
     }
 }

@@ -58,7 +58,7 @@ impl Leadership {
         name: &str,
         identity: &str,
     ) -> Result<Option<Self>> {
-        match claim_term(&guard.handle, &guard.id, identity).await {
+        match claim_term(&guard.held.handle, &guard.held.id, identity).await {
             Ok(true) => Ok(Some(Self {
                 guard,
                 name: name.to_owned(),
@@ -128,8 +128,8 @@ impl Leadership {
     /// This term, to hand to the leader's work: cloneable, and able to fence writes.
     pub fn leader_term(&self) -> LeaderTerm {
         LeaderTerm {
-            handle: Arc::clone(&self.guard.handle),
-            id: self.guard.id.clone(),
+            handle: Arc::clone(&self.guard.held.handle),
+            id: self.guard.held.id.clone(),
             name: self.name.clone(),
             identity: self.identity.clone(),
             lost: self.guard.lost(),
@@ -170,8 +170,8 @@ impl Leadership {
     /// # }
     /// ```
     pub async fn fence<C: FenceConnection>(&self, conn: &mut C) -> Result<()> {
-        let handle = &self.guard.handle;
-        fence(handle, &self.guard.id, &self.name, conn).await
+        let handle = &self.guard.held.handle;
+        fence(handle, &self.guard.held.id, &self.name, conn).await
     }
 
     /// Gives up leadership at once: the lease is released, so the next candidate gets

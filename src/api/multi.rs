@@ -11,10 +11,11 @@ use tokio::time::Instant;
 use crate::db::fence::FenceConnection;
 
 use crate::strategy::handle::Handle;
+use crate::strategy::held::Held;
 use crate::strategy::landing::{Landing, Leases};
 use crate::strategy::lease::Renewal;
 use crate::strategy::multi::{self, MultiAsk};
-use crate::strategy::wait::{single_try, Turn, Wait};
+use crate::strategy::wait::single_try;
 use crate::strategy::{Ask, Granted, Hold};
 use crate::support::error::{Error, Result};
 use crate::support::lost::{LostReason, LostSignal};
@@ -237,22 +238,9 @@ impl MultiLockRequest<'_> {
     async fn wait(self, deadline: Option<Instant>) -> Result<MultiLockGuard> {
         let ask = self.ask()?;
         let started = Instant::now();
-        let shared = self.shared;
-        // Woken by the release of any of the keys: the set may be free now.
-        let keys: Vec<&str> = ask.keys.iter().map(String::as_str).collect();
-        let mut wait = Wait::new(shared, ask.keys.join(","), deadline).woken_for_any(&keys);
-        loop {
-            let outcome = wait
-                .attempt(multi::attempt(shared, &ask, wait.reached()))
-                .await?;
-            match wait.judge(outcome)? {
-                Turn::Granted((landing, sent)) => {
-                    return Ok(self.guard(&ask, landing, sent, started))
-                }
-                Turn::Again => continue,
-                Turn::Busy => wait.pause().await?,
-            }
-        }
+        // The multi-lock's wait (`strategy/multi.rs`).
+        let (landing, sent) = multi::wait(self.shared, &ask, deadline).await?;
+        Ok(self.guard(&ask, landing, sent, started))
     }
 
     /// What this request asks for, checked before any SQL is sent: the keys valid,
@@ -336,7 +324,7 @@ impl MultiLockRequest<'_> {
                 };
                 let (hold, id, lost) =
                     Hold::start(shared, &one, Granted::Lease(grant), sent, renewal);
-                LockGuard::new(Arc::clone(shared), id, hold, lost, None)
+                LockGuard::from_held(Held::new(Arc::clone(shared), id, hold, lost, None))
             })
             .collect();
         MultiLockGuard::new(guards)

@@ -9,11 +9,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::strategy::attempt::{attempt, try_once};
+use crate::strategy::attempt::try_once;
 use crate::strategy::fair;
-use crate::strategy::wait::{Turn, Wait};
-use crate::strategy::{check_strategy, handle::Handle, lease::Renewal, wait_in_database};
-use crate::strategy::{Ask, Granted, Hold};
+use crate::strategy::lock_wait::{self, Acquired};
+use crate::strategy::{check_strategy, handle::Handle, lease::Renewal};
+use crate::strategy::{Ask, Granted};
 use crate::support::error::{Error, Result};
 use crate::support::lost::LostReason;
 use crate::support::strategy_kind::Strategy;
@@ -283,7 +283,7 @@ impl<'a> LockRequest<'a> {
         let granted = async {
             let started = Instant::now();
             let granted = if ask.strategy == Strategy::Fair {
-                fair::acquire(self.shared, &ask, None, true).await?
+                fair::try_acquire(self.shared, &ask).await?
             } else {
                 try_once(self.shared, &ask).await?
             };
@@ -402,67 +402,11 @@ impl<'a> LockRequest<'a> {
         granted
     }
 
-    /// The wait loop of [`wait`](Self::wait), in its span.
+    /// The wait of [`wait`](Self::wait), in its span (`strategy/lock_wait.rs`).
     async fn wait_for(&self, ask: &Ask, deadline: Option<Instant>) -> Result<LockGuard> {
         let started = Instant::now();
-        if ask.strategy == Strategy::Fair {
-            // A fair wait is the queue's (strategy/fair.rs): a grant or an error.
-            let granted = match fair::acquire(self.shared, ask, deadline, false).await {
-                Err(e @ Error::Timeout { .. }) => {
-                    self.shared.meter.timed_out(ask.strategy, &ask.key);
-                    return Err(e);
-                }
-                other => other?,
-            };
-            let (granted, sent) = granted.ok_or_else(|| Error::Timeout {
-                key: ask.key.clone(),
-                waited: started.elapsed(),
-            })?;
-            return Ok(self.guard(ask, granted, sent, started, None));
-        }
-        // When an attempt last found the lock busy: the grant that follows tells how
-        // soon a freed lock was handed to this waiter.
-        let mut last_busy = None;
-        let shared = &self.shared;
-        let dialect = shared.db.dialect();
-        let mut wait = Wait::new(shared, self.key, deadline);
-        if ask.strategy != Strategy::ForUpdate {
-            wait = wait.woken_for(&ask.key);
-        }
-        let granted = loop {
-            let in_db = wait_in_database(ask.strategy, dialect, wait.left());
-            let outcome = match wait
-                .attempt(attempt(shared, ask, in_db, wait.reached()))
-                .await
-            {
-                Ok(outcome) => outcome,
-                Err(e) => break Err(e),
-            };
-            match wait.judge(outcome) {
-                Ok(Turn::Granted((grant, sent))) => break Ok((grant, sent)),
-                // The attempt waited in the database already: go again at once.
-                Ok(Turn::Busy) if in_db.is_some() => {
-                    last_busy = Some(self.busy(ask));
-                    continue;
-                }
-                Ok(Turn::Busy) => last_busy = Some(self.busy(ask)),
-                Ok(Turn::Again) => continue,
-                Err(e) => break Err(e),
-            }
-            if let Err(e) = wait.pause().await {
-                break Err(e);
-            }
-        };
-        match granted {
-            Ok((grant, sent)) => Ok(self.guard(ask, grant, sent, started, last_busy)),
-            Err(e) => {
-                if matches!(e, Error::Timeout { .. }) {
-                    shared.meter.timed_out(ask.strategy, &ask.key);
-                    tracing::debug!(waited = ?started.elapsed(), "lock request timed out");
-                }
-                Err(e)
-            }
-        }
+        let a = lock_wait::wait(self.shared, ask, deadline).await?;
+        Ok(self.guard(ask, a.granted, a.sent, started, a.last_busy))
     }
 
     /// The strategy this request takes the lock with.
@@ -471,7 +415,7 @@ impl<'a> LockRequest<'a> {
     }
 
     /// What this request asks for, checked before any SQL is sent.
-    fn ask(&self) -> Result<Ask> {
+    pub(super) fn ask(&self) -> Result<Ask> {
         // Not a semaphore's permit nor a read-write lock's hold: those are taken
         // through their semaphore or read-write lock only.
         if self.own_key {
@@ -544,8 +488,17 @@ impl<'a> LockRequest<'a> {
         })
     }
 
+    /// How the watchdog keeps a grant to `ask`.
+    pub(super) fn renewal(&self, ask: &Ask) -> Renewal {
+        Renewal {
+            ttl: ask.ttl,
+            auto_renew: self.auto_renew.unwrap_or(self.shared.settings.auto_renew),
+            max_hold: self.max_hold,
+        }
+    }
+
     /// The span of one acquisition; its token is recorded at the grant.
-    fn span(&self, ask: &Ask) -> tracing::Span {
+    pub(super) fn span(&self, ask: &Ask) -> tracing::Span {
         tracing::info_span!("sqlock.acquire", key = %ask.key, strategy = %ask.strategy,
             owner = %self.shared.owner, table = %self.shared.db.table(),
             token = tracing::field::Empty)
@@ -553,14 +506,12 @@ impl<'a> LockRequest<'a> {
 
     /// Notes an attempt that found the lock busy; when it answered.
     fn busy(&self, ask: &Ask) -> Instant {
-        self.shared.meter.busy(ask.strategy, &ask.key);
-        tracing::debug!("lock busy");
-        Instant::now()
+        lock_wait::busy(self.shared, ask)
     }
 
     /// The guard of a grant to `ask`, whose acquisition started at `started` and last
     /// found the lock busy at `last_busy`.
-    fn guard(
+    pub(super) fn guard(
         &self,
         ask: &Ask,
         granted: Granted,
@@ -568,20 +519,12 @@ impl<'a> LockRequest<'a> {
         started: Instant,
         last_busy: Option<Instant>,
     ) -> LockGuard {
-        let shared = &self.shared;
-        shared
-            .meter
-            .granted(ask.strategy, &ask.key, started.elapsed());
-        if let Some(busy) = last_busy {
-            shared.meter.handoff(ask.strategy, &ask.key, busy.elapsed());
-        }
-        let renewal = Renewal {
-            ttl: ask.ttl,
-            auto_renew: self.auto_renew.unwrap_or(shared.settings.auto_renew),
-            max_hold: self.max_hold,
+        let acquired = Acquired {
+            granted,
+            sent,
+            last_busy,
         };
-        let (hold, id, lost) = Hold::start(shared, ask, granted, sent, renewal);
-        tracing::debug!(token = id.token, "lock granted");
-        LockGuard::new(Arc::clone(shared), id, hold, lost, self.at_least)
+        let held = acquired.hold(self.shared, ask, started, self.renewal(ask), self.at_least);
+        LockGuard::from_held(held)
     }
 }

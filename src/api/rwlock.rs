@@ -1,16 +1,20 @@
 //! Read-write locks: [`RwLockRequest`], made by [`Locker::read_lock`] and
 //! [`Locker::write_lock`]: many readers or one writer, with writer preference.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::strategy::handle::Handle;
+use crate::strategy::held::Held;
 use crate::strategy::landing::{Landing, Leases};
 use crate::strategy::lease::Renewal;
-use crate::strategy::rwlock::{intent_key, read_attempt};
-use crate::strategy::wait::{single_try, Turn, Wait};
+use crate::strategy::rwlock::{self, intent_key, read_attempt};
+use crate::strategy::wait::single_try;
 use crate::strategy::{Ask, Granted, Hold};
 use crate::support::error::{Error, Result};
 use crate::support::strategy_kind::Strategy;
@@ -70,18 +74,6 @@ impl Locker {
     /// ```
     pub fn write_lock<'a>(&'a self, name: &'a str) -> RwLockRequest<'a> {
         RwLockRequest::new(&self.shared, name, true)
-    }
-}
-
-/// Releases `guard` in a task of its own, and waits for it: should this future be
-/// dropped meanwhile, the release still completes (a release cut off half way would
-/// leave the key to its TTL).
-async fn give_back(guard: LockGuard) -> Result<()> {
-    match tokio::spawn(guard.release()).await {
-        Ok(released) => released.map(drop),
-        // The release task panicked or was cancelled with its runtime: the key lapses
-        // at its TTL.
-        Err(_) => Ok(()),
     }
 }
 
@@ -270,59 +262,37 @@ impl<'a> RwLockRequest<'a> {
 
     /// A reader's wait: one read attempt per poll.
     async fn wait_read(&self, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard> {
-        let shared = self.shared;
-        // Woken when the name is freed: by its writer's release, or the release of
-        // the lock or writer that held it.
-        let mut wait = Wait::new(shared, self.name, deadline).woken_for(self.name);
-        loop {
-            let outcome = wait
-                .attempt(read_attempt(shared, self.name, ttl, wait.reached()))
-                .await?;
-            match wait.judge(outcome)? {
-                Turn::Granted((landing, sent)) => return Ok(self.read_guard(ttl, landing, sent)),
-                Turn::Again => continue,
-                Turn::Busy => wait.pause().await?,
-            }
-        }
+        // The reader's wait (`strategy/rwlock.rs`).
+        let (landing, sent) = rwlock::read(self.shared, self.name, ttl, deadline).await?;
+        Ok(self.read_guard(ttl, landing, sent))
     }
 
-    /// A writer's wait: its intent first (so that later readers wait), then the lease
-    /// on the name, which is busy while reads hold it; the intent goes once the write
-    /// is granted (or given up).
+    /// A writer's wait (`strategy/rwlock.rs`): its intent first, so that later readers
+    /// wait, then the lease on the name, which is busy while reads hold it; the intent
+    /// goes once the write is granted (or given up). Both leases are checked as lock
+    /// requests before any SQL is sent.
     async fn wait_write(&self, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard> {
         let started = Instant::now();
-        let left = |d: Instant| d.saturating_duration_since(Instant::now());
         let intent_key = intent_key(self.name, &self.shared.owner_text);
-        // The intent is this owner's alone: free at once, unless the deadline is over.
-        let mut intent = self.writer_request(&intent_key, ttl).own_key();
-        if let Some(d) = deadline {
-            intent = intent.timeout(left(d));
-        }
-        let intent = intent.acquire().await.map_err(|e| match e {
-            Error::Timeout { .. } => self.timed_out(started),
-            other => other,
-        })?;
-        let granted = async {
-            let mut request = self.writer_request(self.name, ttl).write_side();
-            if let Some(d) = deadline {
-                request = request.timeout(left(d));
-            }
-            request.acquire().await.map_err(|e| match e {
-                Error::Timeout { .. } => self.timed_out(started),
-                other => other,
-            })
-        }
-        .await;
-        // The intent goes before the answer, granted or not.
-        give_back(intent).await?;
-        granted
-    }
-
-    fn timed_out(&self, started: Instant) -> Error {
-        Error::Timeout {
-            key: self.name.to_owned(),
-            waited: started.elapsed(),
-        }
+        let intent = self.writer_request(&intent_key, ttl).own_key().ask()?;
+        let request = self.writer_request(self.name, ttl).write_side();
+        let write = request.ask()?;
+        let span = request.span(&write);
+        // Boxed, its type erased, as a lock request's wait is (`LockRequest::wait`).
+        let waiting: Pin<Box<dyn Future<Output = Result<Held>> + Send + '_>> = Box::pin(
+            rwlock::write(
+                self.shared,
+                &intent,
+                &write,
+                request.renewal(&write),
+                started,
+                deadline,
+            )
+            .instrument(span.clone()),
+        );
+        let guard = LockGuard::from_held(waiting.await?);
+        span.record("token", guard.fencing_token());
+        Ok(guard)
     }
 
     /// A lease request for one of the writer's keys, with this request's settings.
@@ -407,6 +377,6 @@ impl<'a> RwLockRequest<'a> {
             write: false,
         };
         let (hold, id, lost) = Hold::start(shared, &one, Granted::Lease(grant), sent, renewal);
-        LockGuard::new(Arc::clone(shared), id, hold, lost, None)
+        LockGuard::from_held(Held::new(Arc::clone(shared), id, hold, lost, None))
     }
 }

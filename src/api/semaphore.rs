@@ -11,6 +11,7 @@ use tracing::Instrument;
 use crate::db::values::{Limit, Slots};
 use crate::db::Grant;
 use crate::strategy::handle::Handle;
+use crate::strategy::held::Held;
 use crate::strategy::lease::{LeaseHold, Renewal};
 use crate::strategy::semaphore::{self, Grants, PermitAsk};
 use crate::strategy::{Hold, LockId};
@@ -528,7 +529,13 @@ impl Semaphore {
                     presence: slot.presence,
                 };
                 let (hold, lost) = LeaseHold::start(shared, &id, &grant, sent, renewal);
-                LockGuard::new(Arc::clone(shared), id, Hold::Lease(hold), lost, None)
+                LockGuard::from_held(Held::new(
+                    Arc::clone(shared),
+                    id,
+                    Hold::Lease(hold),
+                    lost,
+                    None,
+                ))
             })
             .collect();
         SemaphoreGuard::new(ask.name.clone(), permits)

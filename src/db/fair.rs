@@ -19,10 +19,33 @@
 use crate::support::error::Class;
 
 use super::backend::{Backend, GoneOwners};
+use super::declare::statements;
 use super::outcome::{Failure, Grant};
 use super::runner::{self, listed, On, Runner};
 use super::server::{on_backend, Db};
 use super::values::{Extend, Held, Key, Mark, Place, Present, Sweep};
+
+statements! {
+    /// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
+    /// queue, which this module runs in transactions of its own.
+    Fair / FairTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
+        gate: Key<'static> = "fair_gate",
+        enqueue: Place<'static> = "fair_enqueue",
+        renew: Place<'static> = "fair_renew",
+        status: Place<'static> = "fair_status",
+        head: Key<'static> = "fair_head",
+        ensure: Key<'static> = "fair_ensure",
+        /// The lock handed to the first live waiter, when it is free, expired, or
+        /// held by a holder whose presence marker is gone.
+        take: Place<'static> = "fair_take",
+        mark: Mark<'static> = "fair_mark",
+        /// Presence: the waiter's marker recorded in the grant it took up, where the
+        /// table keeps markers (PostgreSQL, MariaDB; never sent to SQLite).
+        present: Present<'static> = "fair_present",
+        leave: Place<'static> = "fair_leave",
+        sweep: Sweep<'static> = "fair_sweep",
+    }
+}
 
 /// A waiter's standing, as a step found it.
 #[derive(Debug)]

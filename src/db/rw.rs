@@ -12,10 +12,32 @@
 //! its name (`lease_renew.sql`, `shared.rs`).
 
 use super::backend::{Backend, GoneOwners};
+use super::declare::statements;
 use super::outcome::{Failure, Grant};
 use super::runner::{self, ints, On, Runner};
 use super::server::{on_backend, Db};
 use super::values::{Acquire, Held, Key, Parent, Share};
+
+statements! {
+    /// The read-write lock's statements (`rw_*.sql`), every server's, declared beside
+    /// their steps.
+    Rw / RwTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
+        /// The key's gate, taken shared by a read's transaction.
+        gate: Key<'static> = "rw_gate",
+        /// A read hold, in a transaction holding the key's gate.
+        read: Acquire<'static> = "rw_read",
+        /// The name marked held by reads, after a read hold, in its transaction.
+        mark: Share<'static> = "rw_mark",
+        /// The write side's release: one hold given back, and with the last the name
+        /// left to the writer's own read, when it holds one, or freed.
+        release: Held<'static> = "rw_release",
+        /// Presence: the live reads of a name whose holders may be gone, but the
+        /// asking writer's own.
+        gone: Held<'static> = "rw_gone",
+        /// Presence: one of those reads dropped, if its holder is still gone.
+        drop_gone: Held<'static> = "rw_drop_gone",
+    }
+}
 
 /// What a read attempt found.
 #[derive(Debug)]

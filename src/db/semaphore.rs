@@ -5,10 +5,32 @@
 //! (`shared.rs`), so that no other primitive takes the name meanwhile.
 
 use super::backend::Backend;
+use super::declare::statements;
 use super::outcome::{Failure, Listed};
 use super::runner::{self, ints, listed, On, Runner};
 use super::server::{on_backend, Db};
 use super::values::{Key, Limit, Permits, Share, Slots};
+
+statements! {
+    /// The semaphore's statements (`semaphore_*.sql`), every server's, declared beside
+    /// their steps.
+    Semaphore / SemaphoreTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
+        /// Records a semaphore with its N unless it is recorded.
+        ensure: Permits<'static> = "semaphore_ensure",
+        /// Locks the semaphore's row: its gate, and the N recorded.
+        gate: Key<'static> = "semaphore_gate",
+        /// The N a semaphore is recorded with.
+        permits: Key<'static> = "semaphore_permits",
+        /// Takes free slots, under the gate.
+        take: Slots<'static> = "semaphore_take",
+        /// The live permits of a semaphore's slots.
+        holders: Slots<'static> = "semaphore_holders",
+        /// The recorded semaphores.
+        list: Limit = "semaphore_list",
+        /// The name marked held by permits, after they were taken.
+        mark: Share<'static> = "semaphore_mark",
+    }
+}
 
 /// What one acquisition found.
 #[derive(Debug)]

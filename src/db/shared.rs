@@ -27,10 +27,32 @@
 //! each other in opposite orders.
 
 use super::backend::Backend;
+use super::declare::statements;
 use super::outcome::Failure;
 use super::runner::{self, texts, On, Runner};
 use super::server::{on_backend, Db};
 use super::values::{Extend, Held, Key, KeyList, Parent, Push};
+
+statements! {
+    /// The statements of the holds of a name in shared mode (`shared_*.sql`), every
+    /// server's, declared beside their steps: reads and permits.
+    Shared / SharedTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
+        /// One hold given back: the holds left.
+        release: Held<'static> = "shared_release",
+        /// The name counts one hold less, and is free at none.
+        leave: Parent<'static> = "shared_leave",
+        /// The name pushed as far as a hold of it, once the hold was extended.
+        push: Push<'static> = "shared_push",
+        /// An operator's release of a name: the holds to release with it.
+        holds: Key<'static> = "shared_holds",
+        /// An operator's release of those holds.
+        force: KeyList = "shared_force",
+        /// An operator's release of one hold.
+        drop: Key<'static> = "shared_drop",
+        /// An operator's revocation of holds (`revoke.rs`).
+        revoke: KeyList = "shared_revoke",
+    }
+}
 use crate::support::error::Class;
 
 /// Gives back one hold of `h` (a read, a permit) if it is still ours, and when it was

@@ -87,20 +87,40 @@ impl SweepOptions {
 
 /// Reclaims expired rows batch by batch; see [`Locker::sweep`](crate::Locker::sweep).
 pub(crate) async fn sweep(db: &Db, options: SweepOptions) -> Result<u64> {
+    sweep_unless(db, options, None).await
+}
+
+/// [`sweep`], which stops before its next batch once `stop` says so (the background
+/// sweeper's, told to shut down): a statement once sent is always waited for, so
+/// that nothing of a sweep happens after its task has ended.
+async fn sweep_unless(
+    db: &Db,
+    options: SweepOptions,
+    stop: Option<&watch::Receiver<bool>>,
+) -> Result<u64> {
     let span = tracing::info_span!("sqlock.sweep", table = %db.table(), batch = options.batch,
         grace = ?options.grace, rows = tracing::field::Empty);
-    let swept = sweep_batches(db, options).instrument(span.clone()).await;
+    let swept = sweep_batches(db, options, stop)
+        .instrument(span.clone())
+        .await;
     if let Ok(rows) = swept {
         span.record("rows", rows);
     }
     swept
 }
 
-/// The batches of one sweep, in its span.
-async fn sweep_batches(db: &Db, options: SweepOptions) -> Result<u64> {
+/// The batches of one sweep, in its span; none more once `stop` says so.
+async fn sweep_batches(
+    db: &Db,
+    options: SweepOptions,
+    stop: Option<&watch::Receiver<bool>>,
+) -> Result<u64> {
     let batch = options.batch_values()?;
     let mut total = 0;
     loop {
+        if stop.is_some_and(|s| *s.borrow()) {
+            return Ok(total);
+        }
         let deleted = match retry_contention(|| db.sweep(&batch)).await {
             Ok(n) => n,
             // Rows that stay locked (a long transaction) are left for the next sweep.
@@ -173,17 +193,20 @@ pub(crate) fn spawn(db: Db, every: Duration, options: SweepOptions) -> Result<Sw
                 _ = stopped.wait_for(|s| *s) => return,
                 _ = ticks.tick() => {}
             }
-            tokio::select! {
-                _ = stopped.wait_for(|s| *s) => return,
-                result = sweep(&db, options) => match result {
-                    Ok(n) => {
-                        counter.fetch_add(n, Ordering::Relaxed);
-                        if n > 0 {
-                            tracing::debug!(rows = n, "sweeper reclaimed expired locks");
-                        }
+            // Not cut off by a stop: a statement cut off may still run in the server
+            // (or SQLite's worker thread) after the task has ended. The sweep stops
+            // before its next batch instead.
+            match sweep_unless(&db, options, Some(&stopped)).await {
+                Ok(n) => {
+                    counter.fetch_add(n, Ordering::Relaxed);
+                    if n > 0 {
+                        tracing::debug!(rows = n, "sweeper reclaimed expired locks");
                     }
-                    Err(e) => tracing::warn!(error = %e, "sweep failed; trying again next interval"),
-                },
+                }
+                Err(e) => tracing::warn!(error = %e, "sweep failed; trying again next interval"),
+            }
+            if *stopped.borrow() {
+                return;
             }
         }
     });
@@ -192,7 +215,8 @@ pub(crate) fn spawn(db: Db, every: Duration, options: SweepOptions) -> Result<Sw
 
 /// A background sweeper started by [`Locker::spawn_sweeper`](crate::Locker::spawn_sweeper).
 ///
-/// Dropping the handle stops the sweeper too, at its next await point, without waiting.
+/// Dropping the handle stops the sweeper too, without waiting: between sweeps at once, and
+/// a sweep under way before its next batch.
 #[derive(Debug)]
 #[must_use = "dropping the handle stops the sweeper"]
 pub struct SweeperHandle {
@@ -207,8 +231,9 @@ impl SweeperHandle {
         self.swept.load(Ordering::Relaxed)
     }
 
-    /// Stops the sweeper and waits until it has stopped: a sweep in flight is
-    /// abandoned between statements. Returns the rows reclaimed in all.
+    /// Stops the sweeper and waits until it has stopped: a sweep in flight stops
+    /// before its next batch, once the statement under way has answered, so that
+    /// nothing of it happens after this returns. Returns the rows reclaimed in all.
     ///
     /// # Cancel safety
     ///

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use crate::db::fair::Standing;
 use crate::db::retry::retry_failure;
 use crate::db::values::Place;
-use crate::db::Grant;
+use crate::db::{noting_checkout, Failure, Grant};
 use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
 use crate::support::strategy_kind::Strategy;
@@ -34,7 +34,7 @@ use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
 use super::landing::{GiveBack, GivingBack, Landing};
 use super::release::release;
-use super::wait::{CONTENTION_RETRIES, LAPSED_GRANTS};
+use super::wait::{Wait, CONTENTION_RETRIES, LAPSED_GRANTS};
 
 /// How often a waiter behind the first looks, at most (and at least three times per
 /// TTL): one statement a second. Two places or more from the first, a look that falls
@@ -71,8 +71,10 @@ type Landed = Result<Option<(Landing<FairGrant>, Instant)>>;
 type Answer = oneshot::Sender<Landed>;
 
 /// Takes the fair lock `ask` asks for: waits in the queue until it is handed the lock,
-/// or until `deadline` ([`Error::Timeout`]). With `once`, a single try: `None` when
-/// the lock is held or waiters are queued (no jumping the queue).
+/// or until the deadline of `wait`, the wait every primitive shares, which answers
+/// then as it does for the others ([`Error::Timeout`], or [`Error::PoolExhausted`]
+/// when no step of the wait ever had a connection). With `once`, a single try: `None`
+/// when the lock is held or waiters are queued (no jumping the queue).
 ///
 /// A key this handle holds already is re-entered, without queueing. A wait of this
 /// handle on the key that was given up and is still leaving the queue is waited for
@@ -84,10 +86,16 @@ type Answer = oneshot::Sender<Landed>;
 pub(crate) fn acquire<'a>(
     handle: &'a Arc<Handle>,
     ask: &'a Ask,
-    deadline: Option<Instant>,
+    wait: Wait<'a>,
     once: bool,
 ) -> Waiting<'a> {
-    Box::pin(wait_in_queue(handle, ask, deadline, once))
+    Box::pin(wait_in_queue(handle, ask, wait, once))
+}
+
+/// A single try at the fair lock `ask` asks for ([`acquire`] with `once`): `None` when
+/// the lock is held or waiters are queued.
+pub(crate) fn try_acquire<'a>(handle: &'a Arc<Handle>, ask: &'a Ask) -> Waiting<'a> {
+    acquire(handle, ask, Wait::new(handle, ask.key.clone(), None), true)
 }
 
 /// A fair acquisition under way (see [`acquire`]).
@@ -98,28 +106,21 @@ pub(crate) type Waiting<'a> =
 async fn wait_in_queue(
     handle: &Arc<Handle>,
     ask: &Ask,
-    deadline: Option<Instant>,
+    wait: Wait<'_>,
     once: bool,
 ) -> Result<Option<(Granted, Instant)>> {
-    let started = Instant::now();
-    let (tx, mut rx) = oneshot::channel();
-    tokio::spawn(queue(handle.clone(), ask.clone(), once, tx));
-    // Dropped before it is read (the deadline, the caller gone), a grant sent meanwhile
-    // goes with the channel, and its landing gives it back.
-    let received = match deadline {
-        Some(d) => match tokio::time::timeout_at(d, &mut rx).await {
-            Ok(received) => received,
-            // The task sees the caller gone, and leaves the queue.
-            Err(_) => {
-                return Err(Error::Timeout {
-                    key: ask.key.clone(),
-                    waited: started.elapsed(),
-                })
-            }
-        },
-        None => rx.await,
-    };
-    let Ok(outcome) = received else {
+    let (tx, rx) = oneshot::channel();
+    // The task's statements note for the wait when one has a connection, so that a
+    // deadline met while none could be had is an exhausted pool, as in every wait.
+    tokio::spawn(noting_checkout(
+        wait.reached(),
+        queue(handle.clone(), ask.clone(), once, tx),
+    ));
+    // At the deadline the channel is dropped: the task sees the caller gone and leaves
+    // the queue, and a grant it sends meanwhile goes with the channel, whose landing
+    // gives it back.
+    let received = wait.attempt(async { Ok::<_, Failure>(rx.await) }).await?;
+    let Ok(Ok(outcome)) = received else {
         // The task panicked: nothing was granted to us that we know of.
         return Err(Error::Database(sqlx::Error::WorkerCrashed));
     };

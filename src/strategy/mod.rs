@@ -6,7 +6,9 @@
 //!   [`held_transaction`]: that transaction while it is held;
 //! - [`fair`]: a queue of waiters served in order, each handed the lock in turn;
 //! - [`election`]: a leader's claim of its term, once its lease is granted;
-//! - [`attempt`]: the cancel-safe attempt every acquisition goes through;
+//! - [`attempt`]: the cancel-safe attempt every acquisition goes through, and
+//!   [`lock_wait`]: the wait of one lock around it, over the shared [`wait`];
+//! - [`held`]: a lock held, its release and its drop, under every guard;
 //! - [`release`]: giving a row's lock back (and a fair lock's handoff), below them all;
 //! - [`handle`]: the state of the handle they work for.
 //!
@@ -25,9 +27,11 @@ pub(crate) mod fair;
 pub(crate) mod for_update;
 pub(crate) mod grant;
 pub(crate) mod handle;
+pub(crate) mod held;
 pub(crate) mod held_transaction;
 pub(crate) mod landing;
 pub(crate) mod lease;
+pub(crate) mod lock_wait;
 pub(crate) mod multi;
 pub(crate) mod release;
 pub(crate) mod rwlock;

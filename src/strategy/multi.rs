@@ -1,6 +1,6 @@
-//! The multi-lock's cancel-safe attempt: several leases taken all or none
-//! (`db/multi.rs`), never cut off half way
-//! (`landing::land`), and given back when nobody is there to take the grants.
+//! The multi-lock's wait and its cancel-safe attempt: several leases taken all or none
+//! (`db/multi.rs`), never cut off half way (`landing::land`), and given back when
+//! nobody is there to take the grants.
 //!
 //! The keys come sorted and without repeats, so that every multi-lock takes the keys it
 //! shares with another in the same order; each key is then a lease like any other,
@@ -15,11 +15,12 @@ use tokio::time::Instant;
 use crate::db::multi::Taken;
 use crate::db::values::AcquireAll;
 use crate::db::{Failure, Grant};
-use crate::support::error::Class;
+use crate::support::error::{Class, Result};
 use crate::support::strategy_kind::Strategy;
 
 use super::handle::{Handle, InFlight};
 use super::landing::{land, Landing, Leases};
+use super::wait::{Turn, Wait};
 
 /// What a multi-lock attempt asks for: its keys, sorted and distinct, and the TTL of
 /// each lease (validated).
@@ -27,6 +28,28 @@ use super::landing::{land, Landing, Leases};
 pub(crate) struct MultiAsk {
     pub(crate) keys: Vec<String>,
     pub(crate) ttl: Duration,
+}
+
+/// Takes every key of `ask`, waiting until all are free at once, or until `deadline`
+/// ([`Error::Timeout`](crate::Error::Timeout)): one attempt per turn, woken early by
+/// the release of any of the keys where the handle listens.
+///
+/// Cancel safe: an attempt cut off gives back what it took.
+pub(crate) async fn wait(
+    handle: &Arc<Handle>,
+    ask: &MultiAsk,
+    deadline: Option<Instant>,
+) -> Result<(Landing<Leases>, Instant)> {
+    let keys: Vec<&str> = ask.keys.iter().map(String::as_str).collect();
+    let mut wait = Wait::new(handle, ask.keys.join(","), deadline).woken_for_any(&keys);
+    loop {
+        let outcome = wait.attempt(attempt(handle, ask, wait.reached())).await?;
+        match wait.judge(outcome)? {
+            Turn::Granted(granted) => return Ok(granted),
+            Turn::Again => continue,
+            Turn::Busy => wait.pause().await?,
+        }
+    }
 }
 
 /// One attempt at every key of `ask`, and when its statements were sent (each lease is
@@ -40,7 +63,7 @@ pub(crate) async fn attempt(
     handle: &Arc<Handle>,
     ask: &MultiAsk,
     reached: Arc<AtomicBool>,
-) -> Result<Option<(Landing<Leases>, Instant)>, Failure> {
+) -> std::result::Result<Option<(Landing<Leases>, Instant)>, Failure> {
     // An earlier attempt of this handle on one of the keys, whose caller stopped
     // waiting, may hold it for a moment: the answer is known once it gave it back.
     // Noted before the wait: the caller's deadline may fall while this waits.

@@ -1,6 +1,7 @@
-//! The read-write lock's cancel-safe read attempt: a read hold taken in a transaction
-//! of its own (`db/rw.rs`), never cut off half way (`landing::land`), and
-//! given back when nobody is there to take it.
+//! The read-write lock's protocols: the cancel-safe read attempt, a read hold taken in
+//! a transaction of its own (`db/rw.rs`), never cut off half way (`landing::land`),
+//! and given back when nobody is there to take it; and the writer's wait, its intent
+//! first, then the write side.
 //!
 //! The write side needs no attempt of its own: it is a lease on the lock's name, taken
 //! by the lease's attempt (recorded as the write side: `Ask::write`), busy while reads
@@ -15,17 +16,99 @@ use tokio::time::Instant;
 use crate::db::rw::Read;
 use crate::db::values::Acquire;
 use crate::db::{Failure, Grant};
-use crate::support::error::Class;
+use crate::support::error::{Class, Error, Result};
 use crate::support::strategy_kind::Strategy;
 use crate::support::validate::{read_key, WRITE_MARKER};
 
 use super::handle::{Handle, InFlight};
+use super::held::Held;
 use super::landing::{land, Landing, Leases};
+use super::lease::Renewal;
+use super::lock_wait;
+use super::wait::{Turn, Wait};
+use super::Ask;
 
 /// The key of `owner`'s intent to write the read-write lock `name`, held while it
 /// waits.
 pub(crate) fn intent_key(name: &str, owner: &str) -> String {
     format!("{name}{WRITE_MARKER}{owner}")
+}
+
+/// A writer's wait for the write side `write` asks for: its intent first (the lease
+/// `intent` asks for, on [`intent_key`], held and renewed while it waits), so that
+/// reads arriving meanwhile wait behind it; then the write side, a lease on the name,
+/// busy while reads hold the name. The intent is given back once the write side is
+/// granted or given up, before the answer. Both waits end at `deadline`, whose
+/// timeout names the lock.
+///
+/// Cancel safe: dropped, the intent is given back in the background (its drop), and
+/// so is the write side once granted (held from its grant on); a write attempt cut
+/// off gives back what it took, as every attempt does.
+///
+/// # Errors
+///
+/// The waits' errors ([`Error::Timeout`] at the deadline). Should the intent's release
+/// fail, its error, and the write side just granted is given back in the background.
+pub(crate) async fn write(
+    handle: &Arc<Handle>,
+    intent: &Ask,
+    write: &Ask,
+    renewal: Renewal,
+    started: Instant,
+    deadline: Option<Instant>,
+) -> Result<Held> {
+    let named = |e| match e {
+        Error::Timeout { .. } => Error::Timeout {
+            key: write.key.clone(),
+            waited: started.elapsed(),
+        },
+        other => other,
+    };
+    let a = lock_wait::wait(handle, intent, deadline)
+        .await
+        .map_err(named)?;
+    let held_intent = a.hold(handle, intent, started, renewal, None);
+    let granted = lock_wait::wait(handle, write, deadline)
+        .await
+        .map(|a| a.hold(handle, write, started, renewal, None))
+        .map_err(named);
+    // The intent goes before the answer, granted or not, in a task of its own: should
+    // this future be dropped meanwhile, the release still completes (one cut off half
+    // way would leave the intent to its TTL, and readers behind it).
+    let released = match tokio::spawn(held_intent.release()).await {
+        Ok(released) => released.map(drop),
+        // The release task panicked or was cancelled with its runtime: the intent
+        // lapses at its TTL.
+        Err(_) => Ok(()),
+    };
+    // Should the intent's release fail, the write side is dropped: given back in the
+    // background.
+    released.and(granted)
+}
+
+/// A reader's wait for a read hold of `name` for `ttl`, until `deadline`
+/// ([`Error::Timeout`]): one read attempt per turn, woken early where the handle
+/// listens when the name is freed (by its writer's release, or the release of the
+/// lock or writer that held it).
+///
+/// Cancel safe: an attempt cut off gives back what it took.
+pub(crate) async fn read(
+    handle: &Arc<Handle>,
+    name: &str,
+    ttl: Duration,
+    deadline: Option<Instant>,
+) -> Result<(Landing<Leases>, Instant)> {
+    let mut wait = Wait::new(handle, name, deadline).woken_for(name);
+    loop {
+        let outcome = wait
+            .attempt(read_attempt(handle, name, ttl, wait.reached()))
+            .await?;
+        match wait.judge(outcome)? {
+            Turn::Granted(granted) => return Ok(granted),
+            Turn::Again => continue,
+            Turn::Busy => wait.pause().await?,
+        }
+    }
 }
 
 /// One attempt at a read hold of `name` for `ttl`, and when it was sent.

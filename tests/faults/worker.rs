@@ -384,13 +384,14 @@ pub async fn worker(w: WorkerArgs) -> anyhow::Result<()> {
             std::process::exit(3);
         });
     }
-    // A step that took longer than its bound and a second more (acquiring waits 2 s,
-    // a write or release 5 s) is told to the driver, which shows the slowest.
+    // A step that took longer than its bound plus the longest pause the driver makes
+    // (acquiring waits 2 s, a write or release 5 s; a pause lasts up to 2.3 s) is told
+    // to the driver, which shows the slowest.
     let began = std::sync::Mutex::new(("starting", Instant::now()));
     let now_doing = |what: &'static str| {
         *doing.lock().unwrap() = what;
         let (step, at) = std::mem::replace(&mut *began.lock().unwrap(), (what, Instant::now()));
-        let bound = if step == "acquiring" { 3 } else { 6 };
+        let bound = if step == "acquiring" { 5 } else { 8 };
         if at.elapsed() > Duration::from_secs(bound) {
             say(&format!("SLOW {} {step}", at.elapsed().as_millis()));
         }
