@@ -145,6 +145,27 @@ async fn acquisitions_releases_busy_answers_and_losses_are_traced() -> anyhow::R
         "{released:?}"
     );
 
+    // A writer's wait: its intent's acquisition and its write side's, each in a span
+    // of its own, with its own key and token.
+    let write = a.write_lock("traced-rw").acquire().await?;
+    let write_token = write.fencing_token().to_string();
+    let acquired = recorder.spans("sqlock.acquire");
+    let intent = format!("traced-rw@write:{owner}");
+    assert!(
+        acquired
+            .iter()
+            .any(|f| f.get("key") == Some(&intent) && f.contains_key("token")),
+        "{acquired:?}"
+    );
+    assert!(
+        acquired
+            .iter()
+            .any(|f| f.get("key").is_some_and(|k| k == "traced-rw")
+                && f.get("token") == Some(&write_token)),
+        "{acquired:?}"
+    );
+    assert!(write.release().await?);
+
     // A loss: the lease released by force, found by the next renewal.
     let guard = a.acquire("lost").await?;
     assert!(other.force_release_now("lost").await?);

@@ -274,7 +274,8 @@ impl<'a> RwLockRequest<'a> {
     async fn wait_write(&self, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard> {
         let started = Instant::now();
         let intent_key = intent_key(self.name, &self.shared.owner_text);
-        let intent = self.writer_request(&intent_key, ttl).own_key().ask()?;
+        let intent_request = self.writer_request(&intent_key, ttl).own_key();
+        let intent = intent_request.ask()?;
         let request = self.writer_request(self.name, ttl).write_side();
         let write = request.ask()?;
         let span = request.span(&write);
@@ -283,6 +284,7 @@ impl<'a> RwLockRequest<'a> {
             rwlock::write(
                 self.shared,
                 &intent,
+                intent_request.span(&intent),
                 &write,
                 request.renewal(&write),
                 started,

@@ -131,6 +131,9 @@ async fn sweep_batches(
             Err(e) => return Err(e),
         };
         total += deleted;
+        if stop.is_some_and(|s| *s.borrow()) {
+            return Ok(total);
+        }
         if deleted < u64::from(options.batch) {
             let places = sweep_queue(db, &batch).await;
             sweep_markers(db).await;
@@ -233,7 +236,9 @@ impl SweeperHandle {
 
     /// Stops the sweeper and waits until it has stopped: a sweep in flight stops
     /// before its next batch, once the statement under way has answered, so that
-    /// nothing of it happens after this returns. Returns the rows reclaimed in all.
+    /// nothing of it happens after this returns (a statement still waiting for a
+    /// connection of an exhausted pool is waited for too, at most the pool's acquire
+    /// timeout). Returns the rows reclaimed in all.
     ///
     /// # Cancel safety
     ///

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::db::rw::Read;
 use crate::db::values::Acquire;
@@ -39,7 +40,8 @@ pub(crate) fn intent_key(name: &str, owner: &str) -> String {
 /// reads arriving meanwhile wait behind it; then the write side, a lease on the name,
 /// busy while reads hold the name. The intent is given back once the write side is
 /// granted or given up, before the answer. Both waits end at `deadline`, whose
-/// timeout names the lock.
+/// timeout names the lock. The intent's wait runs in `intent_span` (its own request's
+/// span), the rest in the caller's.
 ///
 /// Cancel safe: dropped, the intent is given back in the background (its drop), and
 /// so is the write side once granted (held from its grant on); a write attempt cut
@@ -52,6 +54,7 @@ pub(crate) fn intent_key(name: &str, owner: &str) -> String {
 pub(crate) async fn write(
     handle: &Arc<Handle>,
     intent: &Ask,
+    intent_span: tracing::Span,
     write: &Ask,
     renewal: Renewal,
     started: Instant,
@@ -64,13 +67,20 @@ pub(crate) async fn write(
         },
         other => other,
     };
-    let a = lock_wait::wait(handle, intent, deadline)
-        .await
-        .map_err(named)?;
-    let held_intent = a.hold(handle, intent, started, renewal, None);
+    let held_intent = async {
+        let a = lock_wait::wait(handle, intent, deadline).await?;
+        let held = a.hold(handle, intent, started, renewal, None);
+        intent_span.record("token", held.id.token);
+        Ok(held)
+    }
+    .instrument(intent_span.clone())
+    .await
+    .map_err(named)?;
+    // The write side's own wait is metered from here, as its own request's.
+    let write_started = Instant::now();
     let granted = lock_wait::wait(handle, write, deadline)
         .await
-        .map(|a| a.hold(handle, write, started, renewal, None))
+        .map(|a| a.hold(handle, write, write_started, renewal, None))
         .map_err(named);
     // The intent goes before the answer, granted or not, in a task of its own: should
     // this future be dropped meanwhile, the release still completes (one cut off half
