@@ -15,12 +15,9 @@ use crate::support::validate::TableName;
 
 use super::declare::statements;
 use super::dialect::Dialect;
-use super::fair::{Fair, FairTemplates};
+use super::groups::{Family, FamilyTemplates};
 use super::outcome::{Elected, Failure, Grant, Listed, Renewal};
 use super::runner::{elected, grants, listed, texts, On, Runner};
-use super::rw::{Rw, RwTemplates};
-use super::semaphore::{Semaphore, SemaphoreTemplates};
-use super::shared::{Shared, SharedTemplates};
 use super::statement::{Statement, Target};
 use super::transaction::DbTransaction;
 use super::values::{
@@ -55,12 +52,8 @@ statements! {
         multi_acquire: AcquireAll<'static> = "multi_acquire",
     }
     groups {
-        fair: Fair / FairTemplates,
-        /// The semaphore's statements (`semaphore.rs`).
-        semaphore: Semaphore / SemaphoreTemplates,
-        rw: Rw / RwTemplates,
-        /// The steps of the holds of a name in shared mode (`shared.rs`).
-        shared: Shared / SharedTemplates,
+        /// The family's groups (`groups.rs`).
+        family: Family / FamilyTemplates,
     }
 }
 

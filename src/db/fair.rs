@@ -19,33 +19,10 @@
 use crate::support::error::Class;
 
 use super::backend::{Backend, GoneOwners};
-use super::declare::statements;
 use super::outcome::{Failure, Grant};
 use super::runner::{self, listed, On, Runner};
 use super::server::{on_backend, Db};
 use super::values::{Extend, Held, Key, Mark, Place, Present, Sweep};
-
-statements! {
-    /// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
-    /// queue, which this module runs in transactions of its own.
-    Fair / FairTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
-        gate: Key<'static> = "fair_gate",
-        enqueue: Place<'static> = "fair_enqueue",
-        renew: Place<'static> = "fair_renew",
-        status: Place<'static> = "fair_status",
-        head: Key<'static> = "fair_head",
-        ensure: Key<'static> = "fair_ensure",
-        /// The lock handed to the first live waiter, when it is free, expired, or
-        /// held by a holder whose presence marker is gone.
-        take: Place<'static> = "fair_take",
-        mark: Mark<'static> = "fair_mark",
-        /// Presence: the waiter's marker recorded in the grant it took up, where the
-        /// table keeps markers (PostgreSQL, MariaDB; never sent to SQLite).
-        present: Present<'static> = "fair_present",
-        leave: Place<'static> = "fair_leave",
-        sweep: Sweep<'static> = "fair_sweep",
-    }
-}
 
 /// A waiter's standing, as a step found it.
 #[derive(Debug)]
@@ -81,7 +58,8 @@ type Tx<B> = sqlx::Transaction<'static, <B as Backend>::Db>;
 /// gate (a for-update holder, an acquisition of the key under way).
 async fn gated<B: Backend>(b: &B, key: &str) -> Result<Option<Tx<B>>, sqlx::Error> {
     let mut tx = runner::begin(b.pool()).await?;
-    let open = B::Db::execute(On::Conn(&mut *tx), &b.common().fair.gate, &Key(key)).await? > 0;
+    let open =
+        B::Db::execute(On::Conn(&mut *tx), &b.common().family.fair.gate, &Key(key)).await? > 0;
     if open {
         Ok(Some(tx))
     } else {
@@ -99,7 +77,7 @@ async fn hand_on<B: Backend>(
     key: &str,
     ensure: bool,
 ) -> Result<Handoff, sqlx::Error> {
-    let f = &b.common().fair;
+    let f = &b.common().family.fair;
     // The head's place is locked by the read until the step ends (`fair_head.sql`).
     let head = match B::Db::rows(On::Conn(&mut *conn), &f.head, &Key(key)).await {
         Ok(head) => head,
@@ -197,7 +175,7 @@ async fn status<B: Backend>(
     conn: &mut Conn<B>,
     p: &Place<'_>,
 ) -> Result<Option<(i64, i64, bool)>, sqlx::Error> {
-    let rows = B::Db::rows(On::Conn(&mut *conn), &b.common().fair.status, p).await?;
+    let rows = B::Db::rows(On::Conn(&mut *conn), &b.common().family.fair.status, p).await?;
     let Some(row) = rows.first() else {
         return Ok(None);
     };
@@ -248,9 +226,15 @@ async fn take_up<B: Backend>(
             held: extend.held,
             presence: p.presence,
         };
-        B::Db::execute(On::Conn(&mut *conn), &b.common().fair.present, &present).await? > 0
+        B::Db::execute(
+            On::Conn(&mut *conn),
+            &b.common().family.fair.present,
+            &present,
+        )
+        .await?
+            > 0
     };
-    B::Db::execute(On::Conn(&mut *conn), &b.common().fair.leave, p).await?;
+    B::Db::execute(On::Conn(&mut *conn), &b.common().family.fair.leave, p).await?;
     Ok(Some(Grant {
         owner: p.owner.to_owned(),
         token,
@@ -273,7 +257,7 @@ async fn granted<B: Backend>(
     match take_up(b, &mut *conn, p, token).await? {
         Some(grant) => Ok(Standing::Granted(grant)),
         None => {
-            B::Db::execute(On::Conn(conn), &b.common().fair.leave, p).await?;
+            B::Db::execute(On::Conn(conn), &b.common().family.fair.leave, p).await?;
             Ok(Standing::Gone)
         }
     }
@@ -302,7 +286,7 @@ pub(crate) async fn join<B: Backend>(
     let Some(mut tx) = gated(b, p.key).await? else {
         return Ok(None);
     };
-    let f = &b.common().fair;
+    let f = &b.common().family.fair;
     let ticket = B::Db::value(On::Conn(&mut *tx), &f.enqueue, p)
         .await?
         .ok_or(sqlx::Error::RowNotFound)?;
@@ -326,7 +310,7 @@ pub(crate) async fn poll<B: Backend>(
     let Some(mut tx) = gated(b, p.key).await? else {
         return Ok(None);
     };
-    let f = &b.common().fair;
+    let f = &b.common().family.fair;
     let live = B::Db::execute(On::Conn(&mut *tx), &f.renew, p).await? > 0;
     if !live {
         B::Db::execute(On::Conn(&mut *tx), &f.leave, p).await?;
@@ -378,7 +362,7 @@ async fn renewed<B: Backend>(
     conn: &mut Conn<B>,
     p: &Place<'_>,
 ) -> Result<bool, sqlx::Error> {
-    let f = &b.common().fair;
+    let f = &b.common().family.fair;
     if B::Db::execute(On::Conn(&mut *conn), &f.renew, p).await? > 0 {
         return Ok(true);
     }
@@ -408,7 +392,7 @@ pub(crate) async fn leave<B: Backend>(b: &B, p: &Place<'_>) -> Result<Option<()>
     let Some(mut tx) = gated(b, p.key).await? else {
         return Ok(None);
     };
-    let f = &b.common().fair;
+    let f = &b.common().family.fair;
     if let Some((token, _, _)) = status(b, &mut tx, p).await?.filter(|(t, _, _)| *t != 0) {
         let held = Held {
             key: p.key,
@@ -454,7 +438,8 @@ pub(crate) async fn force_release<B: Backend>(
     b: &B,
     k: &Key<'_>,
 ) -> Result<Option<bool>, sqlx::Error> {
-    let queued = match B::Db::rows(On::Pool(b.pool(), false), &b.common().fair.head, k).await {
+    let queued = match B::Db::rows(On::Pool(b.pool(), false), &b.common().family.fair.head, k).await
+    {
         Ok(head) => !head.is_empty(),
         // MariaDB: a place being written (a waiter renewing it): there are waiters.
         Err(e) if B::is_lock_wait_timeout(&e) => true,
@@ -485,7 +470,7 @@ pub(crate) async fn force_release<B: Backend>(
 
 /// One batch of the queue's sweep: places that lapsed `grace_us` ago or more.
 pub(crate) async fn sweep<B: Backend>(b: &B, s: &Sweep<'_>) -> Result<u64, sqlx::Error> {
-    B::Db::execute(On::Pool(b.pool(), false), &b.common().fair.sweep, s).await
+    B::Db::execute(On::Pool(b.pool(), false), &b.common().family.fair.sweep, s).await
 }
 
 /// The calls on a handle's backend of this module's steps.

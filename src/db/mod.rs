@@ -5,8 +5,8 @@
 //! they found, sorted by whether the caller may retry. The servers are told apart in
 //! one place, [`per_server!`], by the enums over them: [`DbPool`] (the application's
 //! pool, `pool.rs`), [`Db`] (a handle's backend, `server.rs`) and [`DbTransaction`]
-//! (a for-update lock's transaction). Each primitive's steps module declares its own
-//! calls on `Db` beside its steps.
+//! (a for-update lock's transaction). Each primitive's statement group is declared in
+//! `groups.rs`; its steps module declares its own calls on `Db` beside its steps.
 
 // Built with SQLite alone, the parts for the servers (row locks, schedulers) go unused.
 #![cfg_attr(
@@ -20,6 +20,7 @@ mod dialect;
 pub(crate) mod durability;
 pub(crate) mod fair;
 pub(crate) mod fence;
+mod groups;
 #[cfg(feature = "sqlite")]
 pub(crate) mod marker_file;
 pub(crate) mod multi;

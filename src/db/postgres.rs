@@ -49,13 +49,13 @@ impl Postgres {
             // And so does an election's claim of a new term, for its observers.
             templates.elect_claim = sql!("postgres", "elect_claim_notify");
             // The fair handoff names the waiter it handed the lock to (`fair.rs`).
-            templates.fair.mark = sql!("postgres", "fair_mark_notify");
+            templates.family.fair.mark = sql!("postgres", "fair_mark_notify");
             // A read's or a permit's release frees its row, and the last read or
             // permit of a name frees the name (`shared.rs`).
-            templates.shared.release = sql!("postgres", "shared_release_notify");
-            templates.shared.leave = sql!("postgres", "shared_leave_notify");
+            templates.family.shared.release = sql!("postgres", "shared_release_notify");
+            templates.family.shared.leave = sql!("postgres", "shared_leave_notify");
             // So does the write side's release, unless its owner's read takes it over.
-            templates.rw.release = sql!("postgres", "rw_release_notify");
+            templates.family.rw.release = sql!("postgres", "rw_release_notify");
         }
         Self {
             base: Base::new(pool, &target, &templates),

@@ -45,7 +45,7 @@ pub(crate) async fn revoke<B: Backend>(
         let one = [k.0.to_owned()];
         B::Db::execute(
             On::Conn(&mut *tx),
-            &common.shared.revoke,
+            &common.family.shared.revoke,
             &KeyList::new(&one),
         )
         .await?
@@ -53,17 +53,17 @@ pub(crate) async fn revoke<B: Backend>(
         // The key's gate, as every acquisition of the name takes it: no read or permit
         // is granted while the holds are read and revoked; a for-update holder keeps
         // it, and is refused.
-        if B::Db::execute(On::Conn(&mut *tx), &common.fair.gate, k).await? == 0 {
+        if B::Db::execute(On::Conn(&mut *tx), &common.family.fair.gate, k).await? == 0 {
             tx.rollback().await?;
             return Ok(None);
         }
-        let holds = texts::<B::Db, _>(On::Conn(&mut *tx), &common.shared.holds, k).await?;
+        let holds = texts::<B::Db, _>(On::Conn(&mut *tx), &common.family.shared.holds, k).await?;
         let shared = if holds.is_empty() {
             0
         } else {
             B::Db::execute(
                 On::Conn(&mut *tx),
-                &common.shared.revoke,
+                &common.family.shared.revoke,
                 &KeyList::new(&holds),
             )
             .await?

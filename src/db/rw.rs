@@ -12,32 +12,10 @@
 //! its name (`lease_renew.sql`, `shared.rs`).
 
 use super::backend::{Backend, GoneOwners};
-use super::declare::statements;
 use super::outcome::{Failure, Grant};
 use super::runner::{self, ints, On, Runner};
 use super::server::{on_backend, Db};
 use super::values::{Acquire, Held, Key, Parent, Share};
-
-statements! {
-    /// The read-write lock's statements (`rw_*.sql`), every server's, declared beside
-    /// their steps.
-    Rw / RwTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
-        /// The key's gate, taken shared by a read's transaction.
-        gate: Key<'static> = "rw_gate",
-        /// A read hold, in a transaction holding the key's gate.
-        read: Acquire<'static> = "rw_read",
-        /// The name marked held by reads, after a read hold, in its transaction.
-        mark: Share<'static> = "rw_mark",
-        /// The write side's release: one hold given back, and with the last the name
-        /// left to the writer's own read, when it holds one, or freed.
-        release: Held<'static> = "rw_release",
-        /// Presence: the live reads of a name whose holders may be gone, but the
-        /// asking writer's own.
-        gone: Held<'static> = "rw_gone",
-        /// Presence: one of those reads dropped, if its holder is still gone.
-        drop_gone: Held<'static> = "rw_drop_gone",
-    }
-}
 
 /// What a read attempt found.
 #[derive(Debug)]
@@ -57,7 +35,7 @@ pub(crate) enum Read {
 /// reads), then the read statement, then the name's mark, in one transaction, rolled
 /// back unless the name is marked.
 pub(crate) async fn read<B: Backend>(b: &B, a: &Acquire<'_>) -> Result<Read, sqlx::Error> {
-    let rw = &b.common().rw;
+    let rw = &b.common().family.rw;
     let mut tx = runner::begin(b.pool()).await?;
     // Shared among readers (`rw_gate.sql`): reads of one key do not wait for each
     // other, only for grants of the key.
@@ -146,7 +124,7 @@ pub(crate) async fn drop_gone<B: Backend>(
     name: &str,
     owner: &str,
 ) -> Result<u64, sqlx::Error> {
-    let rw = &b.common().rw;
+    let rw = &b.common().family.rw;
     let asked = Held {
         key: name,
         owner,
@@ -201,7 +179,7 @@ pub(crate) async fn drop_gone<B: Backend>(
         kind: "read",
     };
     for _ in 0..dropped {
-        B::Db::execute(On::Conn(&mut *tx), &b.common().shared.leave, &leave).await?;
+        B::Db::execute(On::Conn(&mut *tx), &b.common().family.shared.leave, &leave).await?;
     }
     tx.commit().await?;
     drop(files);
@@ -225,6 +203,6 @@ impl Db {
     /// the name to the owner's own read, if the table shows one live, or frees it, in
     /// one statement (`rw_release.sql`): whether it was still ours.
     pub(crate) async fn rw_release_write(&self, h: &Held<'_>) -> Result<bool, Failure> {
-        on_backend!(self, |b| b.matched(&b.common().rw.release, h).await)
+        on_backend!(self, |b| b.matched(&b.common().family.rw.release, h).await)
     }
 }

@@ -5,32 +5,10 @@
 //! (`shared.rs`), so that no other primitive takes the name meanwhile.
 
 use super::backend::Backend;
-use super::declare::statements;
 use super::outcome::{Failure, Listed};
 use super::runner::{self, ints, listed, On, Runner};
 use super::server::{on_backend, Db};
 use super::values::{Key, Limit, Permits, Share, Slots};
-
-statements! {
-    /// The semaphore's statements (`semaphore_*.sql`), every server's, declared beside
-    /// their steps.
-    Semaphore / SemaphoreTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
-        /// Records a semaphore with its N unless it is recorded.
-        ensure: Permits<'static> = "semaphore_ensure",
-        /// Locks the semaphore's row: its gate, and the N recorded.
-        gate: Key<'static> = "semaphore_gate",
-        /// The N a semaphore is recorded with.
-        permits: Key<'static> = "semaphore_permits",
-        /// Takes free slots, under the gate.
-        take: Slots<'static> = "semaphore_take",
-        /// The live permits of a semaphore's slots.
-        holders: Slots<'static> = "semaphore_holders",
-        /// The recorded semaphores.
-        list: Limit = "semaphore_list",
-        /// The name marked held by permits, after they were taken.
-        mark: Share<'static> = "semaphore_mark",
-    }
-}
 
 /// What one acquisition found.
 #[derive(Debug)]
@@ -65,7 +43,7 @@ pub(crate) struct Slot {
 
 /// Records the semaphore with N, unless it is recorded: the N it is recorded with.
 pub(crate) async fn ensure<B: Backend>(b: &B, p: &Permits<'_>) -> Result<Option<i64>, sqlx::Error> {
-    let s = &b.common().semaphore;
+    let s = &b.common().family.semaphore;
     B::Db::execute(On::Pool(b.pool(), false), &s.ensure, p).await?;
     let rows = B::Db::rows(On::Pool(b.pool(), false), &s.permits, &Key(p.name)).await?;
     rows.first()
@@ -116,7 +94,7 @@ async fn take_once<B: Backend>(
     p: &Permits<'_>,
     slots: &Slots<'_>,
 ) -> Result<Taken, sqlx::Error> {
-    let s = &b.common().semaphore;
+    let s = &b.common().family.semaphore;
     let mut tx = runner::begin(b.pool()).await?;
     let gate = B::Db::rows(On::Conn(&mut *tx), &s.gate, &Key(p.name)).await?;
     let recorded = match gate.first() {
@@ -186,7 +164,7 @@ pub(crate) async fn holders<B: Backend>(
 ) -> Result<Vec<Listed>, sqlx::Error> {
     let rows = listed(
         On::Pool(b.pool(), false),
-        &b.common().semaphore.holders,
+        &b.common().family.semaphore.holders,
         slots,
     )
     .await?;
@@ -195,7 +173,12 @@ pub(crate) async fn holders<B: Backend>(
 
 /// The recorded semaphores, by name, with their N.
 pub(crate) async fn list<B: Backend>(b: &B, l: &Limit) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    let rows = B::Db::rows(On::Pool(b.pool(), false), &b.common().semaphore.list, l).await?;
+    let rows = B::Db::rows(
+        On::Pool(b.pool(), false),
+        &b.common().family.semaphore.list,
+        l,
+    )
+    .await?;
     rows.iter()
         .map(|r| Ok((B::Db::text(r, 0)?, i64::from(B::Db::int32(r, 1)?))))
         .collect()

@@ -27,32 +27,11 @@
 //! each other in opposite orders.
 
 use super::backend::Backend;
-use super::declare::statements;
 use super::outcome::Failure;
 use super::runner::{self, texts, On, Runner};
 use super::server::{on_backend, Db};
 use super::values::{Extend, Held, Key, KeyList, Parent, Push};
 
-statements! {
-    /// The statements of the holds of a name in shared mode (`shared_*.sql`), every
-    /// server's, declared beside their steps: reads and permits.
-    Shared / SharedTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
-        /// One hold given back: the holds left.
-        release: Held<'static> = "shared_release",
-        /// The name counts one hold less, and is free at none.
-        leave: Parent<'static> = "shared_leave",
-        /// The name pushed as far as a hold of it, once the hold was extended.
-        push: Push<'static> = "shared_push",
-        /// An operator's release of a name: the holds to release with it.
-        holds: Key<'static> = "shared_holds",
-        /// An operator's release of those holds.
-        force: KeyList = "shared_force",
-        /// An operator's release of one hold.
-        drop: Key<'static> = "shared_drop",
-        /// An operator's revocation of holds (`revoke.rs`).
-        revoke: KeyList = "shared_revoke",
-    }
-}
 use crate::support::error::Class;
 
 /// Gives back one hold of `h` (a read, a permit) if it is still ours, and when it was
@@ -63,7 +42,7 @@ pub(crate) async fn release<B: Backend>(
     h: &Held<'_>,
     name: &Parent<'_>,
 ) -> Result<bool, sqlx::Error> {
-    let s = &b.common().shared;
+    let s = &b.common().family.shared;
     let mut tx = runner::begin(b.pool()).await?;
     let left = B::Db::value(On::Conn(&mut *tx), &s.release, h).await?;
     match left {
@@ -99,7 +78,7 @@ pub(crate) async fn extend<B: Backend>(
     let mut tx = runner::begin(b.pool()).await?;
     let extended = B::Db::value(On::Conn(&mut *tx), &common.lease_extend, e).await?;
     let pushed = match extended {
-        Some(_) => B::Db::execute(On::Conn(&mut *tx), &common.shared.push, &push).await? > 0,
+        Some(_) => B::Db::execute(On::Conn(&mut *tx), &common.family.shared.push, &push).await? > 0,
         None => false,
     };
     if pushed {
@@ -120,17 +99,17 @@ pub(crate) async fn force_name<B: Backend>(b: &B, k: &Key<'_>) -> Result<Option<
     let mut tx = runner::begin(b.pool()).await?;
     // The key's gate, as every acquisition of the name takes it (the fair strategy's
     // steps take the same one).
-    if B::Db::execute(On::Conn(&mut *tx), &common.fair.gate, k).await? == 0 {
+    if B::Db::execute(On::Conn(&mut *tx), &common.family.fair.gate, k).await? == 0 {
         tx.rollback().await?;
         return Ok(None);
     }
-    let keys = texts::<B::Db, _>(On::Conn(&mut *tx), &common.shared.holds, k).await?;
+    let keys = texts::<B::Db, _>(On::Conn(&mut *tx), &common.family.shared.holds, k).await?;
     let released = if keys.is_empty() {
         0
     } else {
         B::Db::execute(
             On::Conn(&mut *tx),
-            &common.shared.force,
+            &common.family.shared.force,
             &KeyList::new(&keys),
         )
         .await?
@@ -147,7 +126,7 @@ pub(crate) async fn force_hold<B: Backend>(
     k: &Key<'_>,
     name: &Parent<'_>,
 ) -> Result<bool, sqlx::Error> {
-    let s = &b.common().shared;
+    let s = &b.common().family.shared;
     let mut tx = runner::begin(b.pool()).await?;
     let dropped = B::Db::execute(On::Conn(&mut *tx), &s.drop, k).await? > 0;
     if dropped {
