@@ -48,7 +48,7 @@ statements! {
         elect_claim: Claim<'static> = "elect_claim",
         /// The read of an election's leader.
         elect_leader: Key<'static> = "elect_leader",
-        /// A multi-lock's attempt, every key in one statement (`multi.rs`).
+        /// A multi-lock's attempt, every key in one statement (`strategy/multi/steps.rs`).
         multi_acquire: AcquireAll<'static> = "multi_acquire",
     }
     groups {
@@ -190,7 +190,7 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
     }
 
     /// Whether a statement that answers with several rows as it writes them is sent in
-    /// an explicit transaction of its own (a multi-lock's, `multi.rs`): only on a node
+    /// an explicit transaction of its own (a multi-lock's, `strategy/multi/steps.rs`): only on a node
     /// of a Galera cluster (see `MariaDb::lease_acquire`).
     fn rows_in_transaction(&self) -> impl Future<Output = Result<bool, sqlx::Error>> + Send {
         async { Ok(false) }
@@ -225,7 +225,7 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
     }
 
     /// An operator's release, on its own or `on` a transaction that holds the key's
-    /// gate (a fair handoff, `fair.rs`): `Some(released)`, or `None` when the key's row
+    /// gate (a fair handoff, `strategy/fair/steps.rs`): `Some(released)`, or `None` when the key's row
     /// (or gate) is held by another transaction.
     fn force_release<'a>(
         &'a self,

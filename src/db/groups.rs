@@ -1,7 +1,8 @@
 //! The statement groups of the family's primitives, one declaration each: its type,
 //! its templates and their rendering (`declare.rs`), and its line in [`Family`], which
 //! a backend's statements (`backend.rs`) hold as one group. The steps that run them
-//! live in each primitive's module (`fair.rs`, `rw.rs`, `semaphore.rs`, `shared.rs`).
+//! live in each primitive's strategy module (`strategy/<primitive>/steps.rs`), the
+//! holds of a name in shared mode's in `shared.rs`.
 //!
 //! They are declared here, below `backend.rs` and apart from the steps, so that the
 //! backends hold the groups without importing the steps, which run on the backends.
@@ -18,11 +19,11 @@ statements! {
     /// nowhere else.
     Family / FamilyTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {}
     groups {
-        /// The fair queue's statements (`fair.rs`).
+        /// The fair queue's statements (`strategy/fair/steps.rs`).
         fair: Fair / FairTemplates,
-        /// The semaphore's statements (`semaphore.rs`).
+        /// The semaphore's statements (`strategy/semaphore/steps.rs`).
         semaphore: Semaphore / SemaphoreTemplates,
-        /// The read-write lock's statements (`rw.rs`).
+        /// The read-write lock's statements (`strategy/rwlock/steps.rs`).
         rw: Rw / RwTemplates,
         /// The statements of the holds of a name in shared mode (`shared.rs`).
         shared: Shared / SharedTemplates,
@@ -31,7 +32,7 @@ statements! {
 
 statements! {
     /// The fair strategy's statements (`fair_*.sql`), every server's: the steps of its
-    /// queue, which `fair.rs` runs in transactions of its own.
+    /// queue, which `strategy/fair/steps.rs` runs in transactions of its own.
     Fair / FairTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
         gate: Key<'static> = "fair_gate",
         enqueue: Place<'static> = "fair_enqueue",
@@ -53,7 +54,7 @@ statements! {
 
 statements! {
     /// The read-write lock's statements (`rw_*.sql`), every server's: its steps are
-    /// in `rw.rs`.
+    /// in `strategy/rwlock/steps.rs`.
     Rw / RwTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
         /// The key's gate, taken shared by a read's transaction.
         gate: Key<'static> = "rw_gate",
@@ -74,7 +75,7 @@ statements! {
 
 statements! {
     /// The semaphore's statements (`semaphore_*.sql`), every server's: its steps are
-    /// in `semaphore.rs`.
+    /// in `strategy/semaphore/steps.rs`.
     Semaphore / SemaphoreTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
         /// Records a semaphore with its N unless it is recorded.
         ensure: Permits<'static> = "semaphore_ensure",

@@ -6,7 +6,9 @@
 //! one place, [`per_server!`], by the enums over them: [`DbPool`] (the application's
 //! pool, `pool.rs`), [`Db`] (a handle's backend, `server.rs`) and [`DbTransaction`]
 //! (a for-update lock's transaction). Each primitive's statement group is declared in
-//! `groups.rs`; its steps module declares its own calls on `Db` beside its steps.
+//! `groups.rs`; the steps that run them in transactions, with their calls on `Db`,
+//! live in the primitive's strategy module (`strategy/<primitive>/steps.rs`), above
+//! this layer.
 
 // Built with SQLite alone, the parts for the servers (row locks, schedulers) go unused.
 #![cfg_attr(
@@ -18,16 +20,14 @@ pub(crate) mod backend;
 mod declare;
 mod dialect;
 pub(crate) mod durability;
-pub(crate) mod fair;
 pub(crate) mod fence;
 mod groups;
 #[cfg(feature = "sqlite")]
 pub(crate) mod marker_file;
-pub(crate) mod multi;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod outcome;
-mod per_server;
+pub(crate) mod per_server;
 mod pool;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -36,10 +36,8 @@ pub(crate) mod rendered;
 pub(crate) mod retry;
 pub(crate) mod revoke;
 pub(crate) mod runner;
-pub(crate) mod rw;
 pub(crate) mod scheduling;
 pub(crate) mod schema;
-pub(crate) mod semaphore;
 mod server;
 pub(crate) mod shared;
 #[cfg(feature = "sqlite")]
@@ -49,9 +47,10 @@ pub(crate) mod transaction;
 pub(crate) mod values;
 
 pub use dialect::{Dialect, UnknownDialect};
-pub(crate) use outcome::{Elected, Failure, Grant, Listed};
+pub(crate) use outcome::{Elected, Failure, Grant, Listed, TakenAll};
 pub(crate) use per_server::per_server;
 pub use pool::DbPool;
 pub(crate) use runner::noting_checkout;
+pub(crate) use server::on_backend;
 pub(crate) use server::{Db, OnRowLocks};
 pub use transaction::DbTransaction;

@@ -48,7 +48,7 @@ impl Postgres {
             templates.lease_force_release = sql!("postgres", "lease_force_release_notify");
             // And so does an election's claim of a new term, for its observers.
             templates.elect_claim = sql!("postgres", "elect_claim_notify");
-            // The fair handoff names the waiter it handed the lock to (`fair.rs`).
+            // The fair handoff names the waiter it handed the lock to (`strategy/fair/steps.rs`).
             templates.family.fair.mark = sql!("postgres", "fair_mark_notify");
             // A read's or a permit's release frees its row, and the last read or
             // permit of a name frees the name (`shared.rs`).

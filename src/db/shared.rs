@@ -14,13 +14,13 @@
 //! The invariant every step keeps: while a hold of `N` is live, `N` is live (held in
 //! that mode, or, in a downgrade, by the hold's own owner as the write side) and
 //! expires no sooner than the hold. A grant marks `N` in the grant's transaction
-//! (`rw.rs`, `semaphore.rs`); a renewal pushes `N` in the same statement
+//! (`strategy/rwlock/steps.rs`, `strategy/semaphore/steps.rs`); a renewal pushes `N` in the same statement
 //! (`lease_renew.sql`); an extension pushes `N` as far as the hold, in one transaction
 //! ([`extend`]); a release counts `N` one hold less in the release's transaction and
 //! frees it at none ([`release`]); the write side's release leaves `N` to its owner's
 //! live read (`rw_release.sql`). A hold whose holder died keeps `N` counted until `N`
 //! expires: that costs the name's next holder time, never safety; with presence, a
-//! waiting writer drops a dead reader's read and its count at once (`rw.rs`).
+//! waiting writer drops a dead reader's read and its count at once (`strategy/rwlock/steps.rs`).
 //!
 //! Every step that locks a hold's row and its name's locks the hold's first, then the
 //! name's (the renewal and the write side's release too): two steps never wait for

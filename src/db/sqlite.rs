@@ -8,7 +8,7 @@
 //! Presence markers are files beside the database (see `presence.rs`): an acquisition
 //! that finds a key busy, where such files exist, asks who holds it and takes the lease
 //! when the holder's marker file is free, its process gone; a semaphore's does the same
-//! for its permits (`semaphore.rs`).
+//! for its permits (`strategy/semaphore/steps.rs`).
 
 use std::path::{Path, PathBuf};
 

@@ -5,6 +5,72 @@ use crate::support::strategy_kind::Strategy;
 
 use super::statement::{json_array, Param, Value, Values};
 
+/// Declares kinds of values, each from one list of fields: its struct (every field
+/// `pub(crate)`), and its [`Values`] with the parameter each field answers for
+/// (`= Param`), or the parameters a field of another kind answers for in its place
+/// (`as [Param, ...]`), in the order the list gives.
+///
+/// ```text
+/// values! {
+///     /// A grant extended to `ttl_us` from now.
+///     Extend<'a> {
+///         held: Held<'a> as [Key, Owner, Token],
+///         ttl_us: i64 = TtlUs,
+///     }
+/// }
+/// ```
+macro_rules! values {
+    ($(
+        $(#[$meta:meta])*
+        $name:ident<'a> {
+            $( $field:ident : $ty:ty $(= $param:ident)? $(as [$($inner:ident),+ $(,)?])? ),+ $(,)?
+        }
+    )+) => {$(
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy)]
+        pub(crate) struct $name<'a> {
+            $( pub(crate) $field: $ty, )+
+        }
+
+        impl Values for $name<'_> {
+            type With<'b> = $name<'b>;
+
+            const PARAMS: &'static [Param] = &[
+                $( $(Param::$param,)? $($(Param::$inner,)+)? )+
+            ];
+
+            fn value(&self, param: Param) -> Value<'_> {
+                match param {
+                    $(
+                        $( Param::$param => Bind::bind(&self.$field), )?
+                        $( $(Param::$inner)|+ => self.$field.value(param), )?
+                    )+
+                    // Never asked: a statement names only the parameters of its kind
+                    // (checked as it is rendered).
+                    _ => Value::Int(0),
+                }
+            }
+        }
+    )+};
+}
+
+/// A field's value as a statement binds it.
+trait Bind {
+    fn bind(&self) -> Value<'_>;
+}
+
+impl Bind for &str {
+    fn bind(&self) -> Value<'_> {
+        Value::Text(self)
+    }
+}
+
+impl Bind for i64 {
+    fn bind(&self) -> Value<'_> {
+        Value::Int(*self)
+    }
+}
+
 /// A key alone: a lookup, a force release, the for-update strategy's row.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Key<'a>(pub(crate) &'a str);
@@ -30,46 +96,6 @@ impl Values for Nothing {
 
     fn value(&self, _: Param) -> Value<'_> {
         Value::Int(0)
-    }
-}
-
-/// An acquisition of `key` by `owner`, for `ttl_us`, recorded as `strategy` (a
-/// strategy's name, or `write` for the write side of a read-write lock).
-///
-/// `presence`: the key of the owner's presence marker to record with the lease (`""`
-/// for none); `gone`: an owner whose marker the caller found free and holds (SQLite;
-/// `""` for none), whose live lease may be taken.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Acquire<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) strategy: &'a str,
-    pub(crate) ttl_us: i64,
-    pub(crate) presence: &'a str,
-    pub(crate) gone: &'a str,
-}
-
-impl Values for Acquire<'_> {
-    type With<'a> = Acquire<'a>;
-
-    const PARAMS: &'static [Param] = &[
-        Param::Key,
-        Param::Owner,
-        Param::Strategy,
-        Param::TtlUs,
-        Param::Presence,
-        Param::Gone,
-    ];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Owner => Value::Text(self.owner),
-            Param::Strategy => Value::Text(self.strategy),
-            Param::TtlUs => Value::Int(self.ttl_us),
-            Param::Presence => Value::Text(self.presence),
-            Param::Gone => Value::Text(self.gone),
-            _ => Value::Text(self.key),
-        }
     }
 }
 
@@ -128,64 +154,6 @@ impl Values for AcquireAll<'_> {
     }
 }
 
-/// A name held in shared mode, as a hold of it takes, pushes or marks it: the name
-/// `key`, the owner of the hold, how many holds it adds (`count`), and how long from
-/// now it must last at least (`ttl_us`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Share<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) count: i64,
-    pub(crate) ttl_us: i64,
-}
-
-impl Values for Share<'_> {
-    type With<'a> = Share<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Count, Param::TtlUs];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Owner => Value::Text(self.owner),
-            Param::Count => Value::Int(self.count),
-            Param::TtlUs => Value::Int(self.ttl_us),
-            _ => Value::Text(self.key),
-        }
-    }
-}
-
-/// A name held in shared mode pushed to expire no sooner than one of its holds: the
-/// name `key`, the hold's key `hold` and owner `owner`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Push<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) hold: &'a str,
-    pub(crate) owner: &'a str,
-}
-
-impl Values for Push<'_> {
-    type With<'a> = Push<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Hold, Param::Owner];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Hold => Value::Text(self.hold),
-            Param::Owner => Value::Text(self.owner),
-            _ => Value::Text(self.key),
-        }
-    }
-}
-
-/// The name a hold in shared mode holds, and the mode (`read` or `semaphore`, the
-/// name's row's `lock_strategy` while so held), as
-/// [`parent_of`](crate::support::validate::parent_of) tells them from the hold's key.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Parent<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) kind: &'a str,
-}
-
 impl<'a> Parent<'a> {
     /// The name the hold `key` holds in shared mode, if it is such a hold.
     pub(crate) fn of(key: &'a str) -> Option<Self> {
@@ -193,19 +161,6 @@ impl<'a> Parent<'a> {
             key: name,
             kind: kind.name(),
         })
-    }
-}
-
-impl Values for Parent<'_> {
-    type With<'a> = Parent<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Strategy];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Strategy => Value::Text(self.kind),
-            _ => Value::Text(self.key),
-        }
     }
 }
 
@@ -243,220 +198,6 @@ impl Values for Marker<'_> {
     }
 }
 
-/// One grant, as the statements that act on it name it: its key, owner and token.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Held<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) token: i64,
-}
-
-impl Values for Held<'_> {
-    type With<'a> = Held<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Token];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Owner => Value::Text(self.owner),
-            Param::Token => Value::Int(self.token),
-            _ => Value::Text(self.key),
-        }
-    }
-}
-
-/// The release of a grant taken with an at-least hold: the row is kept until
-/// `at_least_us` after it was taken.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Release<'a> {
-    pub(crate) held: Held<'a>,
-    pub(crate) at_least_us: i64,
-}
-
-impl Values for Release<'_> {
-    type With<'a> = Release<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Token, Param::AtLeastUs];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::AtLeastUs => Value::Int(self.at_least_us),
-            other => self.held.value(other),
-        }
-    }
-}
-
-/// A waiter's place in the fair strategy's queue: its key, owner and ticket (0 before
-/// it has one), and the TTL its place lasts for unless renewed.
-///
-/// `presence`: the key of the waiter's presence marker, which its place records as it
-/// joins and a grant as the waiter takes it up (`""` for none); `gone`: a JSON array of owners whose markers
-/// the caller found free and holds (SQLite; `"[]"` for none), whose live lock a
-/// handoff may take.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Place<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) ticket: i64,
-    pub(crate) ttl_us: i64,
-    pub(crate) presence: &'a str,
-    pub(crate) gone: &'a str,
-}
-
-impl Values for Place<'_> {
-    type With<'a> = Place<'a>;
-
-    const PARAMS: &'static [Param] = &[
-        Param::Key,
-        Param::Owner,
-        Param::Ticket,
-        Param::TtlUs,
-        Param::Presence,
-        Param::Gone,
-    ];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Owner => Value::Text(self.owner),
-            Param::Ticket => Value::Int(self.ticket),
-            Param::TtlUs => Value::Int(self.ttl_us),
-            Param::Presence => Value::Text(self.presence),
-            Param::Gone => Value::Text(self.gone),
-            _ => Value::Text(self.key),
-        }
-    }
-}
-
-/// A held lock's presence marker to record: the key of `presence` (never `""`), in
-/// the grant `held` names.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Present<'a> {
-    pub(crate) held: Held<'a>,
-    pub(crate) presence: &'a str,
-}
-
-impl Values for Present<'_> {
-    type With<'a> = Present<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Token, Param::Presence];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Presence => Value::Text(self.presence),
-            other => self.held.value(other),
-        }
-    }
-}
-
-/// An election's claim: `identity` recorded as the leader of the grant's term.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Claim<'a> {
-    pub(crate) held: Held<'a>,
-    pub(crate) identity: &'a str,
-}
-
-impl Values for Claim<'_> {
-    type With<'a> = Claim<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Token, Param::Identity];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Identity => Value::Text(self.identity),
-            other => self.held.value(other),
-        }
-    }
-}
-
-/// A grant handed to the waiter of `ticket` on `key`, with its fencing token.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Mark<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) ticket: i64,
-    pub(crate) token: i64,
-}
-
-impl Values for Mark<'_> {
-    type With<'a> = Mark<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Ticket, Param::Token];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Ticket => Value::Int(self.ticket),
-            Param::Token => Value::Int(self.token),
-            _ => Value::Text(self.key),
-        }
-    }
-}
-
-/// An extension of a grant to at least `ttl_us` from now.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Extend<'a> {
-    pub(crate) held: Held<'a>,
-    pub(crate) ttl_us: i64,
-}
-
-impl Values for Extend<'_> {
-    type With<'a> = Extend<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Token, Param::TtlUs];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::TtlUs => Value::Int(self.ttl_us),
-            other => self.held.value(other),
-        }
-    }
-}
-
-/// A batched renewal of `owner`'s leases of one TTL: `batch` is the JSON array of
-/// `[key, token]` pairs, `[key, token, name]` for a hold of a name in shared mode (see
-/// [`batch_json`](super::statement::batch_json)).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Renew<'a> {
-    pub(crate) owner: &'a str,
-    pub(crate) ttl_us: i64,
-    pub(crate) batch: &'a str,
-}
-
-impl Values for Renew<'_> {
-    type With<'a> = Renew<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Owner, Param::TtlUs, Param::Batch];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Owner => Value::Text(self.owner),
-            Param::TtlUs => Value::Int(self.ttl_us),
-            _ => Value::Text(self.batch),
-        }
-    }
-}
-
-/// One batch of the sweep: rows expired for longer than `grace_us`, `limit` at most;
-/// `claimed` is the JSON array of the keys a first step claimed (MariaDB).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sweep<'a> {
-    pub(crate) grace_us: i64,
-    pub(crate) limit: i64,
-    pub(crate) claimed: &'a str,
-}
-
-impl Values for Sweep<'_> {
-    type With<'a> = Sweep<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::GraceUs, Param::Limit, Param::Batch];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::GraceUs => Value::Int(self.grace_us),
-            Param::Limit => Value::Int(self.limit),
-            _ => Value::Text(self.claimed),
-        }
-    }
-}
-
 /// At most `0` rows.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limit(pub(crate) i64);
@@ -471,142 +212,165 @@ impl Values for Limit {
     }
 }
 
-/// The for-update strategy's bound on its row lock wait (PostgreSQL's `lock_timeout`)
-/// and the key's gate.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Bound<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) wait_us: i64,
-}
-
-impl Values for Bound<'_> {
-    type With<'a> = Bound<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::WaitUs];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::WaitUs => Value::Int(self.wait_us),
-            _ => Value::Text(self.key),
-        }
+values! {
+    /// An acquisition of `key` by `owner`, for `ttl_us`, recorded as `strategy` (a
+    /// strategy's name, or `write` for the write side of a read-write lock).
+    ///
+    /// `presence`: the key of the owner's presence marker to record with the lease (`""`
+    /// for none); `gone`: an owner whose marker the caller found free and holds (SQLite;
+    /// `""` for none), whose live lease may be taken.
+    Acquire<'a> {
+        key: &'a str = Key,
+        owner: &'a str = Owner,
+        strategy: &'a str = Strategy,
+        ttl_us: i64 = TtlUs,
+        presence: &'a str = Presence,
+        gone: &'a str = Gone,
     }
-}
 
-/// The for-update strategy's grant to `owner`, putting back `setting` (the
-/// `lock_timeout` its bound replaced, on PostgreSQL).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RowGrant<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) setting: &'a str,
-}
-
-impl Values for RowGrant<'_> {
-    type With<'a> = RowGrant<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Owner, Param::Setting];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Owner => Value::Text(self.owner),
-            Param::Setting => Value::Text(self.setting),
-            _ => Value::Text(self.key),
-        }
+    /// A name held in shared mode, as a hold of it takes, pushes or marks it: the name
+    /// `key`, the owner of the hold, how many holds it adds (`count`), and how long from
+    /// now it must last at least (`ttl_us`).
+    Share<'a> {
+        key: &'a str = Key,
+        owner: &'a str = Owner,
+        count: i64 = Count,
+        ttl_us: i64 = TtlUs,
     }
-}
 
-/// A sweep scheduled inside the database: a pg_cron `schedule`, or an event every
-/// `every_s` seconds, of `batches` batches of `limit` rows expired for `grace_us`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Schedule<'a> {
-    pub(crate) schedule: &'a str,
-    pub(crate) every_s: i64,
-    pub(crate) limit: i64,
-    pub(crate) grace_us: i64,
-    pub(crate) batches: i64,
-}
-
-impl Values for Schedule<'_> {
-    type With<'a> = Schedule<'a>;
-
-    const PARAMS: &'static [Param] = &[
-        Param::Schedule,
-        Param::EverySecs,
-        Param::Limit,
-        Param::GraceUs,
-        Param::Batches,
-    ];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Schedule => Value::Text(self.schedule),
-            Param::EverySecs => Value::Int(self.every_s),
-            Param::Limit => Value::Int(self.limit),
-            Param::GraceUs => Value::Int(self.grace_us),
-            _ => Value::Int(self.batches),
-        }
+    /// A name held in shared mode pushed to expire no sooner than one of its holds: the
+    /// name `key`, the hold's key `hold` and owner `owner`.
+    Push<'a> {
+        key: &'a str = Key,
+        hold: &'a str = Hold,
+        owner: &'a str = Owner,
     }
-}
 
-/// A semaphore and the N a caller gives it: `name` is the semaphore's name.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Permits<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) permits: i64,
-}
-
-impl Values for Permits<'_> {
-    type With<'a> = Permits<'a>;
-
-    const PARAMS: &'static [Param] = &[Param::Key, Param::Permits];
-
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Permits => Value::Int(self.permits),
-            _ => Value::Text(self.name),
-        }
+    /// The name a hold in shared mode holds, and the mode (`read` or `semaphore`, the
+    /// name's row's `lock_strategy` while so held), as
+    /// [`parent_of`](crate::support::validate::parent_of) tells them from the hold's key.
+    Parent<'a> {
+        key: &'a str = Key,
+        kind: &'a str = Strategy,
     }
-}
 
-/// The slots of a semaphore of `permits` slots, on the keys `prefix` and the slot's
-/// number: its holders, or `count` of its free slots taken by `owner` for `ttl_us`.
-///
-/// `presence` as for [`Acquire`]; `gone`: a JSON array of owners whose markers the
-/// caller found free and holds (SQLite; `"[]"` for none), whose live permits may be
-/// taken.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Slots<'a> {
-    pub(crate) prefix: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) permits: i64,
-    pub(crate) count: i64,
-    pub(crate) ttl_us: i64,
-    pub(crate) presence: &'a str,
-    pub(crate) gone: &'a str,
-}
+    /// One grant, as the statements that act on it name it: its key, owner and token.
+    Held<'a> {
+        key: &'a str = Key,
+        owner: &'a str = Owner,
+        token: i64 = Token,
+    }
 
-impl Values for Slots<'_> {
-    type With<'a> = Slots<'a>;
+    /// The release of a grant taken with an at-least hold: the row is kept until
+    /// `at_least_us` after it was taken.
+    Release<'a> {
+        held: Held<'a> as [Key, Owner, Token],
+        at_least_us: i64 = AtLeastUs,
+    }
 
-    const PARAMS: &'static [Param] = &[
-        Param::Prefix,
-        Param::Owner,
-        Param::Permits,
-        Param::Count,
-        Param::TtlUs,
-        Param::Presence,
-        Param::Gone,
-    ];
+    /// A waiter's place in the fair strategy's queue: its key, owner and ticket (0
+    /// before it has one), and the TTL its place lasts for unless renewed.
+    ///
+    /// `presence`: the key of the waiter's presence marker, which its place records as
+    /// it joins and a grant as the waiter takes it up (`""` for none); `gone`: a JSON
+    /// array of owners whose markers the caller found free and holds (SQLite; `"[]"`
+    /// for none), whose live lock a handoff may take.
+    Place<'a> {
+        key: &'a str = Key,
+        owner: &'a str = Owner,
+        ticket: i64 = Ticket,
+        ttl_us: i64 = TtlUs,
+        presence: &'a str = Presence,
+        gone: &'a str = Gone,
+    }
 
-    fn value(&self, param: Param) -> Value<'_> {
-        match param {
-            Param::Owner => Value::Text(self.owner),
-            Param::Permits => Value::Int(self.permits),
-            Param::Count => Value::Int(self.count),
-            Param::TtlUs => Value::Int(self.ttl_us),
-            Param::Presence => Value::Text(self.presence),
-            Param::Gone => Value::Text(self.gone),
-            _ => Value::Text(self.prefix),
-        }
+    /// A held lock's presence marker to record: the key of `presence` (never `""`), in
+    /// the grant `held` names.
+    Present<'a> {
+        held: Held<'a> as [Key, Owner, Token],
+        presence: &'a str = Presence,
+    }
+
+    /// An election's claim: `identity` recorded as the leader of the grant's term.
+    Claim<'a> {
+        held: Held<'a> as [Key, Owner, Token],
+        identity: &'a str = Identity,
+    }
+
+    /// A grant handed to the waiter of `ticket` on `key`, with its fencing token.
+    Mark<'a> {
+        key: &'a str = Key,
+        ticket: i64 = Ticket,
+        token: i64 = Token,
+    }
+
+    /// An extension of a grant to at least `ttl_us` from now.
+    Extend<'a> {
+        held: Held<'a> as [Key, Owner, Token],
+        ttl_us: i64 = TtlUs,
+    }
+
+    /// A batched renewal of `owner`'s leases of one TTL: `batch` is the JSON array of
+    /// `[key, token]` pairs, `[key, token, name]` for a hold of a name in shared mode (see
+    /// [`batch_json`](super::statement::batch_json)).
+    Renew<'a> {
+        owner: &'a str = Owner,
+        ttl_us: i64 = TtlUs,
+        batch: &'a str = Batch,
+    }
+
+    /// One batch of the sweep: rows expired for longer than `grace_us`, `limit` at most;
+    /// `claimed` is the JSON array of the keys a first step claimed (MariaDB).
+    Sweep<'a> {
+        grace_us: i64 = GraceUs,
+        limit: i64 = Limit,
+        claimed: &'a str = Batch,
+    }
+
+    /// The for-update strategy's bound on its row lock wait (PostgreSQL's `lock_timeout`)
+    /// and the key's gate.
+    Bound<'a> {
+        key: &'a str = Key,
+        wait_us: i64 = WaitUs,
+    }
+
+    /// The for-update strategy's grant to `owner`, putting back `setting` (the
+    /// `lock_timeout` its bound replaced, on PostgreSQL).
+    RowGrant<'a> {
+        key: &'a str = Key,
+        owner: &'a str = Owner,
+        setting: &'a str = Setting,
+    }
+
+    /// A sweep scheduled inside the database: a pg_cron `schedule`, or an event every
+    /// `every_s` seconds, of `batches` batches of `limit` rows expired for `grace_us`.
+    Schedule<'a> {
+        schedule: &'a str = Schedule,
+        every_s: i64 = EverySecs,
+        limit: i64 = Limit,
+        grace_us: i64 = GraceUs,
+        batches: i64 = Batches,
+    }
+
+    /// A semaphore and the N a caller gives it: `name` is the semaphore's name.
+    Permits<'a> {
+        name: &'a str = Key,
+        permits: i64 = Permits,
+    }
+
+    /// The slots of a semaphore of `permits` slots, on the keys `prefix` and the slot's
+    /// number: its holders, or `count` of its free slots taken by `owner` for `ttl_us`.
+    ///
+    /// `presence` as for [`Acquire`]; `gone`: a JSON array of owners whose markers the
+    /// caller found free and holds (SQLite; `"[]"` for none), whose live permits may be
+    /// taken.
+    Slots<'a> {
+        prefix: &'a str = Prefix,
+        owner: &'a str = Owner,
+        permits: i64 = Permits,
+        count: i64 = Count,
+        ttl_us: i64 = TtlUs,
+        presence: &'a str = Presence,
+        gone: &'a str = Gone,
     }
 }

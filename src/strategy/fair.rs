@@ -1,6 +1,6 @@
 //! The fair strategy: waiters queue in a table of their own, each with a ticket, and
 //! the lock goes to them in ticket order, handed straight from one holder to the next
-//! by the release's own transaction (the steps are in `db/fair.rs`). Held, a fair lock
+//! by the release's own transaction (the steps are in `fair/steps.rs`). Held, a fair lock
 //! is a lease like any other, with the same hold, watchdog and lost signal.
 //!
 //! A wait runs in a task of its own, so that no step is ever cut half way: if the
@@ -13,6 +13,8 @@
 //! once a second; a poll hands the lock to the first live waiter whenever it finds the
 //! lock free.
 
+mod steps;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::db::fair::Standing;
+use self::steps::Standing;
 use crate::db::retry::retry_failure;
 use crate::db::values::Place;
 use crate::db::{noting_checkout, Failure, Grant};
@@ -34,7 +36,7 @@ use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
 use super::landing::{GiveBack, GivingBack, Landing};
 use super::release::release;
-use super::wait::{Wait, CONTENTION_RETRIES, LAPSED_GRANTS};
+use super::wait::{Contention, Wait, LAPSED_GRANTS};
 
 /// How often a waiter behind the first looks, at most (and at least three times per
 /// TTL): one statement a second. Two places or more from the first, a look that falls
@@ -215,7 +217,7 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
     loop {
         // Join (again, at the end, after a place that lapsed).
         let mut sent = Instant::now();
-        let mut tries = 0;
+        let mut contention = Contention::new(once);
         let mut standing = loop {
             let (marker, read) = handle.presence_marker().await.map_err(|f| f.error)?;
             epoch = read;
@@ -228,18 +230,16 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                     place.ticket = ticket;
                     break standing;
                 }
-                Err(f)
-                    if f.class == Class::Contention && !(once && tries >= CONTENTION_RETRIES) =>
-                {
-                    tries += 1;
-                    let pause = Duration::from_millis(u64::from(tries.min(50)));
+                Err(f) if f.class == Class::Contention => {
+                    let Some(pause) = contention.lost() else {
+                        return Ok(None);
+                    };
                     tokio::select! {
                         () = tokio::time::sleep(pause) => {}
                         () = tx.closed() => return Ok(None),
                     }
                     sent = Instant::now();
                 }
-                Err(f) if f.class == Class::Contention => return Ok(None),
                 Err(f) => return Err(f.error),
             }
         };

@@ -36,7 +36,7 @@ use super::release::release;
 ///
 /// The write side of a read-write lock that finds the name busy drops first the reads
 /// whose holders are gone (presence: their markers free, their processes dead), which
-/// hold the name for nobody, and tries again if it dropped any (`db/rw.rs`): one
+/// hold the name for nobody, and tries again if it dropped any (`rwlock/steps.rs`): one
 /// statement more for a busy write side, and a dead reader costs a writer a poll, not
 /// the read's TTL.
 pub(crate) async fn attempt(handle: &Handle, ask: &Ask) -> Result<Option<Grant>, Failure> {

@@ -1,10 +1,12 @@
 //! The multi-lock's wait and its cancel-safe attempt: several leases taken all or none
-//! (`db/multi.rs`), never cut off half way (`landing::land`), and given back when
+//! (`multi/steps.rs`), never cut off half way (`landing::land`), and given back when
 //! nobody is there to take the grants.
 //!
 //! The keys come sorted and without repeats, so that every multi-lock takes the keys it
 //! shares with another in the same order; each key is then a lease like any other,
 //! renewed by the watchdog and released on its own.
+
+mod steps;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::db::multi::Taken;
+use self::steps::Taken;
 use crate::db::values::AcquireAll;
 use crate::db::{Failure, Grant};
 use crate::support::error::{Class, Result};
@@ -93,7 +95,7 @@ pub(crate) async fn attempt(
 
 /// The attempt's statements: the handle's presence marker first, when it has one (as
 /// a lease's attempt does: each key records it only if it is held as the statement
-/// runs), then the keys, all or none (`db/multi.rs`).
+/// runs), then the keys, all or none (`multi/steps.rs`).
 async fn statements(handle: &Handle, ask: &MultiAsk) -> Result<Option<Vec<Grant>>, Failure> {
     let (presence, epoch) = handle.presence_marker().await?;
     let ttl_us = i64::try_from(ask.ttl.as_micros()).unwrap_or(i64::MAX);

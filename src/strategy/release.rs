@@ -30,7 +30,7 @@ type Boxed<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
 ///
 /// The insert strategy's last hold deletes the row; a lease's row stays, free; a fair
 /// lock's last hold hands it to the next live waiter in the same transaction
-/// (`db/fair.rs`). A hold of a name in shared mode counts its name one hold less in
+/// (`fair/steps.rs`). A hold of a name in shared mode counts its name one hold less in
 /// the same transaction, and every release of the write side of a read-write lock
 /// leaves its name to its owner's live read, if it has one (a downgrade), with no
 /// moment free. With an at-least hold (`at_least`, see

@@ -1,11 +1,13 @@
 //! The read-write lock's protocols: the cancel-safe read attempt, a read hold taken in
-//! a transaction of its own (`db/rw.rs`), never cut off half way (`landing::land`),
+//! a transaction of its own (`rwlock/steps.rs`), never cut off half way (`landing::land`),
 //! and given back when nobody is there to take it; and the writer's wait, its intent
 //! first, then the write side.
 //!
 //! The write side needs no attempt of its own: it is a lease on the lock's name, taken
 //! by the lease's attempt (recorded as the write side: `Ask::write`), busy while reads
 //! hold the name (`db/shared.rs`).
+
+mod steps;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::db::rw::Read;
+use self::steps::Read;
 use crate::db::values::Acquire;
 use crate::db::{Failure, Grant};
 use crate::support::error::{Class, Error, Result};

@@ -1,5 +1,5 @@
 //! The semaphore's acquisition: k permits of N taken in one transaction, all or none
-//! (the steps are in `db/semaphore.rs`), each permit a lease of its own, held and
+//! (the steps are in `semaphore/steps.rs`), each permit a lease of its own, held and
 //! given back like any lease.
 //!
 //! An attempt's transaction is never cut half way: if the caller stops waiting (its
@@ -7,16 +7,17 @@
 //! permits back ([`land`]). The wait polls at the handle's poll interval, as a
 //! lease's does.
 
+mod steps;
+
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::db::semaphore::{Slot, Taken};
+use self::steps::{Slot, Taken};
 use crate::db::values::{Permits, Slots};
 use crate::db::Failure;
-use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
 use crate::support::strategy_kind::Strategy;
 
@@ -24,7 +25,7 @@ use super::grant::LockId;
 use super::handle::Handle;
 use super::landing::{land, GiveBack, GivingBack};
 use super::release::release;
-use super::wait::{Turn, Wait, CONTENTION_RETRIES};
+use super::wait::{Contention, Turn, Wait};
 
 /// What an acquisition of permits asks for (validated).
 #[derive(Debug, Clone)]
@@ -71,8 +72,7 @@ pub(crate) async fn acquire(
     // release of whatever held the name itself.
     let mut wait = Wait::new(handle, ask.name.clone(), deadline)
         .woken_for_any(&[ask.prefix.as_str(), ask.name.as_str()]);
-    let mut contention = Backoff::new(Duration::from_millis(1), Duration::from_millis(16));
-    let mut raced = 0;
+    let mut contention = Contention::new(once);
     loop {
         // The attempt's task finishes even when the deadline cuts it off, and gives
         // back what it took.
@@ -83,13 +83,10 @@ pub(crate) async fn acquire(
             Turn::Again => continue,
             // Lost a race for the semaphore's gate or a slot's row: try again soon; a
             // single try counts a race that persists as busy.
-            Turn::Busy if raced_now => {
-                raced += 1;
-                if once && raced > CONTENTION_RETRIES {
-                    return Ok(None);
-                }
-                wait.pause_for(contention.next_delay()).await?;
-            }
+            Turn::Busy if raced_now => match contention.lost() {
+                Some(pause) => wait.pause_for(pause).await?,
+                None => return Ok(None),
+            },
             Turn::Busy if once => return Ok(None),
             Turn::Busy => wait.pause().await?,
         }

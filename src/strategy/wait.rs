@@ -40,8 +40,43 @@ pub(crate) const LAPSED_GRANTS: u32 = 3;
 /// lock, rather than trying again.
 pub(crate) const CONTENTION_RETRIES: u32 = 5;
 
+/// The longest pause after a lost race for a gate or a row: such a race is over in a
+/// transaction's time, far sooner than a busy lock's poll.
+const CONTENTION_PAUSE_MAX: Duration = Duration::from_millis(16);
+
+/// The pauses between attempts that lose races for a gate or a row, every
+/// primitive's: from 1 ms, doubling to [`CONTENTION_PAUSE_MAX`], with jitter; a single
+/// try gives up after [`CONTENTION_RETRIES`] in a row.
+#[derive(Debug)]
+pub(crate) struct Contention {
+    once: bool,
+    lost: u32,
+    backoff: Backoff,
+}
+
+impl Contention {
+    /// The pauses of one wait, `once` for a single try.
+    pub(crate) fn new(once: bool) -> Self {
+        Self {
+            once,
+            lost: 0,
+            backoff: Backoff::new(Duration::from_millis(1), CONTENTION_PAUSE_MAX),
+        }
+    }
+
+    /// One more race lost: the pause before the next attempt, or `None` when a single
+    /// try has lost [`CONTENTION_RETRIES`] in a row and counts the lock as busy.
+    pub(crate) fn lost(&mut self) -> Option<Duration> {
+        if self.once && self.lost >= CONTENTION_RETRIES {
+            return None;
+        }
+        self.lost += 1;
+        Some(self.backoff.next_delay())
+    }
+}
+
 /// A single try of `attempt` (a new attempt each time it is called), made again after
-/// 1, 2, ... ms while it loses a race for a gate or a row, up to
+/// a [`Contention`] pause while it loses a race for a gate or a row, up to
 /// [`CONTENTION_RETRIES`] times: a race that persists, or a lock of another strategy
 /// on the key ([`Class::Held`]), counts as busy (`Ok(None)`).
 ///
@@ -54,15 +89,15 @@ where
     F: FnMut(Arc<AtomicBool>) -> Fut,
     Fut: Future<Output = std::result::Result<Option<T>, Failure>>,
 {
-    let mut tries = 0;
+    let mut contention = Contention::new(true);
     loop {
         match attempt(Arc::new(AtomicBool::new(false))).await {
             Ok(granted) => return Ok(granted),
-            Err(f) if f.class == Class::Contention && tries < CONTENTION_RETRIES => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(u64::from(tries))).await;
-            }
-            Err(f) if matches!(f.class, Class::Contention | Class::Held) => return Ok(None),
+            Err(f) if f.class == Class::Contention => match contention.lost() {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => return Ok(None),
+            },
+            Err(f) if f.class == Class::Held => return Ok(None),
             Err(f) => return Err(f.error),
         }
     }
@@ -251,5 +286,34 @@ impl<'h> Wait<'h> {
             return Err(self.timed_out());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_single_try_gives_up_after_its_retries_a_wait_never() {
+        let mut once = Contention::new(true);
+        let pauses: Vec<_> = std::iter::from_fn(|| once.lost()).take(100).collect();
+        assert_eq!(pauses.len(), CONTENTION_RETRIES as usize);
+        assert!(
+            pauses.iter().all(|p| *p <= CONTENTION_PAUSE_MAX),
+            "{pauses:?}"
+        );
+
+        let mut wait = Contention::new(false);
+        let pauses: Vec<_> = std::iter::from_fn(|| wait.lost()).take(100).collect();
+        assert_eq!(pauses.len(), 100);
+        // Doubling from 1 ms, the pauses reach the cap's upper half and stay below it.
+        assert!(
+            pauses[20..].iter().all(|p| *p >= CONTENTION_PAUSE_MAX / 2),
+            "{pauses:?}"
+        );
+        assert!(
+            pauses.iter().all(|p| *p <= CONTENTION_PAUSE_MAX),
+            "{pauses:?}"
+        );
     }
 }

@@ -1,14 +1,14 @@
-//! The semaphore's statements and its acquisition transaction, written once over every
+//! The semaphore's steps and its acquisition transaction, written once over every
 //! server: a semaphore of N permits is N lease rows of the lock table (its slots), and
 //! an acquisition takes k of them in one transaction under the semaphore's gate, all
 //! or none, and marks the semaphore's name held by permits in the same transaction
 //! (`shared.rs`), so that no other primitive takes the name meanwhile.
 
-use super::backend::Backend;
-use super::outcome::{Failure, Listed};
-use super::runner::{self, ints, listed, On, Runner};
-use super::server::{on_backend, Db};
-use super::values::{Key, Limit, Permits, Share, Slots};
+use crate::db::backend::Backend;
+use crate::db::runner::{self, ints, listed, On, Runner};
+use crate::db::values::{Key, Limit, Permits, Share, Slots};
+use crate::db::{on_backend, Db};
+use crate::db::{Failure, Listed};
 
 /// What one acquisition found.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ pub(crate) enum Taken {
 /// recorded the handle's presence marker (`Some(0)`, as [`Grant::presence`]; the
 /// strategy puts in the epoch).
 ///
-/// [`Grant::presence`]: super::Grant::presence
+/// [`Grant::presence`]: crate::db::Grant::presence
 #[derive(Debug, Clone)]
 pub(crate) struct Slot {
     pub(crate) key: String,

@@ -18,11 +18,11 @@
 
 use crate::support::error::Class;
 
-use super::backend::{Backend, GoneOwners};
-use super::outcome::{Failure, Grant};
-use super::runner::{self, listed, On, Runner};
-use super::server::{on_backend, Db};
-use super::values::{Extend, Held, Key, Mark, Place, Present, Sweep};
+use crate::db::backend::{Backend, GoneOwners};
+use crate::db::runner::{self, listed, On, Runner};
+use crate::db::values::{Extend, Held, Key, Mark, Place, Present, Sweep};
+use crate::db::{on_backend, Db};
+use crate::db::{Failure, Grant};
 
 /// A waiter's standing, as a step found it.
 #[derive(Debug)]

@@ -14,13 +14,13 @@
 //! use gives up all of its keys and tries again later, and a deadlock never reaches
 //! the caller.
 
-use super::backend::Backend;
-use super::outcome::{Failure, Grant};
-use super::runner::{On, Runner};
-use super::server::{on_backend, Db};
-use super::values::AcquireAll;
+use crate::db::backend::Backend;
+use crate::db::runner::{On, Runner};
+use crate::db::values::AcquireAll;
+use crate::db::{on_backend, Db};
+use crate::db::{Failure, Grant};
 
-pub(crate) use super::outcome::TakenAll as Taken;
+pub(crate) use crate::db::TakenAll as Taken;
 
 /// Takes every key of `all` with the server's `multi_acquire.sql`, one statement that
 /// takes them all or none, in an explicit transaction of its own where the server
@@ -53,7 +53,7 @@ pub(crate) async fn acquire<B: Backend>(b: &B, all: &AcquireAll<'_>) -> Result<T
             expires_us: B::Db::int(r, 3)?,
             hold_count: B::Db::int32(r, 4)?,
             strategy: B::Db::text(r, 5)?,
-            presence: super::runner::marked::<B::Db>(r, 6)?,
+            presence: crate::db::runner::marked::<B::Db>(r, 6)?,
         };
         by_key.insert(key, grant);
     }
@@ -80,7 +80,7 @@ fn is_partial(e: &sqlx::Error) -> bool {
 /// The calls on a handle's backend of this module's steps.
 impl Db {
     /// A multi-lock's attempt: every key of `all` (sorted, distinct), or none
-    /// (`multi.rs`).
+    /// (its wait is in `multi.rs`).
     pub(crate) async fn lease_acquire_all(&self, all: &AcquireAll<'_>) -> Result<Taken, Failure> {
         on_backend!(self, |b| acquire(&**b, all).await)
     }

@@ -11,11 +11,11 @@
 //! rows, they are renewed, released, listed and swept as every lease is, a read with
 //! its name (`lease_renew.sql`, `shared.rs`).
 
-use super::backend::{Backend, GoneOwners};
-use super::outcome::{Failure, Grant};
-use super::runner::{self, ints, On, Runner};
-use super::server::{on_backend, Db};
-use super::values::{Acquire, Held, Key, Parent, Share};
+use crate::db::backend::{Backend, GoneOwners};
+use crate::db::runner::{self, ints, On, Runner};
+use crate::db::values::{Acquire, Held, Key, Parent, Share};
+use crate::db::{on_backend, Db};
+use crate::db::{Failure, Grant};
 
 /// What a read attempt found.
 #[derive(Debug)]
@@ -188,13 +188,13 @@ pub(crate) async fn drop_gone<B: Backend>(
 
 /// The calls on a handle's backend of this module's steps.
 impl Db {
-    /// A read hold of a read-write lock (`rw.rs`).
+    /// A read hold of a read-write lock.
     pub(crate) async fn rw_read(&self, a: &Acquire<'_>) -> Result<Read, Failure> {
         on_backend!(self, |b| read(&**b, a).await)
     }
 
     /// Presence: the reads of a name whose holders are gone, dropped for the writer
-    /// `owner` (`rw.rs`): how many.
+    /// `owner`: how many.
     pub(crate) async fn rw_drop_gone(&self, name: &str, owner: &str) -> Result<u64, Failure> {
         on_backend!(self, |b| drop_gone(&**b, name, owner).await)
     }
