@@ -130,6 +130,9 @@ pub use api::leadership::{LeaderTerm, Leadership};
 pub use api::locker::Locker;
 pub use api::multi::{MultiLockGuard, MultiLockRequest, MAX_MULTI_LOCK_KEYS};
 pub use api::observe::{Leader, LeaderWatch};
+pub use api::quorum::{
+    Quorum, QuorumGuard, QuorumRequest, DEFAULT_QUORUM_SERVER_TIMEOUT, MIN_QUORUM_MEMBERS,
+};
 pub use api::request::LockRequest;
 pub use api::rwlock::{RwLockRequest, MAX_RWLOCK_NAME_BYTES};
 pub use api::rwlock_info::RwLockInfo;

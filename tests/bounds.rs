@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use sqlock::{
     DbPool, Dialect, Election, LeaderTerm, LeaderWatch, Leadership, LockGuard, Locker, LostReason,
-    LostSignal, MultiLockGuard, Semaphore, SemaphoreGuard, SweepOptions, SweeperHandle,
+    LostSignal, MultiLockGuard, Quorum, QuorumGuard, Semaphore, SemaphoreGuard, SweepOptions,
+    SweeperHandle,
 };
 
 fn send_static<T: Send + 'static>(_: T) {}
@@ -28,6 +29,17 @@ fn any<T>() -> T {
 fn bounds() {
     send_sync_static::<LockGuard>();
     send_sync_clone_static::<Locker>();
+
+    // Quorum locks: the request built inside the future from the owned quorum.
+    send_sync_clone_static::<Quorum>();
+    send_sync_static::<QuorumGuard>();
+    let quorum: Quorum = any();
+    let q = quorum.clone();
+    send_static(async move { q.lock("k").try_acquire().await });
+    let q = quorum.clone();
+    send_static(async move { q.lock("k").timeout(Duration::ZERO).acquire().await });
+    let guard: QuorumGuard = any();
+    send_static(async move { guard.release().await });
 
     let locker: Locker = any();
     let d = Duration::from_millis(1);

@@ -35,15 +35,10 @@ const QUIET_POLL: Duration = Duration::from_secs(60);
 const ROUNDS: usize = 3;
 
 /// The fault instance's script.
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/fault-db.sh");
+const SCRIPT: &str = common::FAULT_DB_SCRIPT;
 
 async fn fault_db(action: &str) -> anyhow::Result<()> {
-    let status = tokio::process::Command::new("bash")
-        .args([SCRIPT, "postgres", action])
-        .status()
-        .await?;
-    anyhow::ensure!(status.success(), "fault-db.sh postgres {action}: {status}");
-    Ok(())
+    common::fault_db("postgres", action).await
 }
 
 /// Puts the fault server back as it was, however the test ends: its WAL writer running

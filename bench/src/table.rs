@@ -84,18 +84,27 @@ pub(crate) async fn clean_up(
             format!(r#"DROP TABLE IF EXISTS "{t}""#),
             format!(r#"DROP SEQUENCE IF EXISTS "{t}_fence_seq""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_semaphores""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_leaders""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_queue""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_quorum""#),
         ],
         Dialect::MySql => vec![
             format!("DROP TABLE IF EXISTS `{t}`"),
             format!("DROP TABLE IF EXISTS `{t}_fence`"),
             format!("DROP SEQUENCE IF EXISTS `{t}_fence_seq`"),
             format!("DROP TABLE IF EXISTS `{t}_semaphores`"),
+            format!("DROP TABLE IF EXISTS `{t}_leaders`"),
+            format!("DROP TABLE IF EXISTS `{t}_queue`"),
+            format!("DROP TABLE IF EXISTS `{t}_quorum`"),
         ],
         _ => vec![
             format!(r#"DROP TRIGGER IF EXISTS "{t}_fence_floor""#),
             format!(r#"DROP TABLE IF EXISTS "{t}""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_fence""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_semaphores""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_leaders""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_queue""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_quorum""#),
         ],
     };
     for s in statements {

@@ -9,8 +9,8 @@
 
 use super::declare::statements;
 use super::values::{
-    Acquire, Held, Key, KeyList, Limit, Mark, Parent, Permits, Place, Present, Push, Share, Slots,
-    Sweep,
+    Acquire, Held, Key, KeyList, Limit, Mark, Parent, Permits, Place, Present, Push, Raise, Share,
+    Slots, Sweep,
 };
 
 statements! {
@@ -27,6 +27,19 @@ statements! {
         rw: Rw / RwTemplates,
         /// The statements of the holds of a name in shared mode (`shared.rs`).
         shared: Shared / SharedTemplates,
+        /// The quorum lock's token (`strategy/quorum/steps.rs`).
+        quorum: Quorum / QuorumTemplates,
+    }
+}
+
+statements! {
+    /// The quorum lock's statements (`quorum_*.sql`), every server's: its steps are in
+    /// `strategy/quorum/steps.rs`.
+    Quorum / QuorumTemplates for { postgres: "postgres", mysql: "mysql", sqlite: "sqlite" } {
+        /// The highest quorum token a database saw granted for a key.
+        seen: Key<'static> = "quorum_seen",
+        /// The token raised, where the holder's lease is still its own.
+        raise: Raise<'static> = "quorum_raise",
     }
 }
 

@@ -75,6 +75,9 @@ migrations! {
     /// its grant; SQLite's markers are files beside the database.
     20261202000000 "add sqlock queue presence" = "add_sqlock_queue_presence"
         in ["postgres", "mysql"];
+    /// The quorum tokens of quorum locks (see `Quorum`).
+    20261203000000 "create sqlock quorum" = "create_sqlock_quorum"
+        in ["postgres", "mysql", "sqlite"];
 }
 
 /// The migrations of `dialect`, in order.

@@ -71,6 +71,8 @@ params! {
     Keys = "keys",
     /// The key of a hold of a name in shared mode (a read, a permit), beside its name.
     Hold = "hold",
+    /// A quorum lock's token, as a holder raises it (`quorum_raise.sql`).
+    Quorum = "quorum",
 }
 
 impl Param {

@@ -291,6 +291,13 @@ values! {
         presence: &'a str = Presence,
     }
 
+    /// A quorum lock's token raised to `quorum` where the grant `held` names is still
+    /// the holder's.
+    Raise<'a> {
+        held: Held<'a> as [Key, Owner, Token],
+        quorum: i64 = Quorum,
+    }
+
     /// An election's claim: `identity` recorded as the leader of the grant's term.
     Claim<'a> {
         held: Held<'a> as [Key, Owner, Token],

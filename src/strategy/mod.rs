@@ -12,7 +12,8 @@
 //! - [`release`]: giving a row's lock back (and a fair lock's handoff), below them all;
 //! - [`handle`]: the state of the handle they work for.
 //!
-//! Besides, [`semaphore`] takes k permits of a semaphore at once, each a lease.
+//! Besides, [`semaphore`] takes k permits of a semaphore at once, each a lease, and
+//! [`quorum`] a lease on a majority of independent databases.
 //!
 //! A request comes in as an [`Ask`]; a grant goes out as a [`Hold`] and the [`LockId`]
 //! that names it. A guard holds both and delegates to the hold; which strategy it is
@@ -33,6 +34,7 @@ pub(crate) mod landing;
 pub(crate) mod lease;
 pub(crate) mod lock_wait;
 pub(crate) mod multi;
+pub(crate) mod quorum;
 pub(crate) mod release;
 pub(crate) mod rwlock;
 pub(crate) mod wait;

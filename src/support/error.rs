@@ -434,6 +434,42 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+
+    // --- Quorum locks.
+    /// Occurs when a [`Quorum`](crate::Quorum) is given fewer than
+    /// [`MIN_QUORUM_MEMBERS`](crate::MIN_QUORUM_MEMBERS) databases: with two, a majority
+    /// is both, and one database down would stop every grant. Reported before any SQL
+    /// is sent.
+    #[error("a quorum lock needs at least {min} independent databases, it was given {members}")]
+    QuorumTooSmall {
+        /// How many databases were given.
+        members: usize,
+        /// The fewest a quorum lock spans.
+        min: usize,
+    },
+
+    /// Occurs when a quorum lock's acquisition heard from fewer of its databases than a
+    /// majority: the others were down, cut off, slower than the request's
+    /// [`server_timeout`](crate::QuorumRequest::server_timeout), or failing. Answered at
+    /// the request's deadline (or at once by a single try) in place of a timeout, since
+    /// waiting longer does not help until the databases are back; nothing is held on
+    /// any of them then.
+    #[error(
+        "quorum lock {key:?}: {answered} of its {members} databases answered, a majority is \
+         {needed}; the last failure: {failure}"
+    )]
+    QuorumUnreachable {
+        /// The key that was asked for.
+        key: String,
+        /// How many databases answered the last attempt (granted or busy).
+        answered: usize,
+        /// How many a grant needs.
+        needed: usize,
+        /// How many the quorum spans.
+        members: usize,
+        /// The last failure of a database that did not answer, as it reads.
+        failure: String,
+    },
 }
 
 /// How sqlock reacts to a database error.

@@ -123,6 +123,20 @@ pub async fn fault_servers(name: &str) -> Vec<Backend> {
     connect_all(name, vec![(Dialect::Postgres, pg), (Dialect::MySql, my)]).await
 }
 
+/// The fault instances' script, which the tests that stop, crash and start them run.
+pub const FAULT_DB_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/fault-db.sh");
+
+/// Runs `scripts/fault-db.sh <server> <action>` (`postgres` or `mysql`; `stop`,
+/// `start`, `crash`, ...): done when the script is.
+pub async fn fault_db(server: &str, action: &str) -> anyhow::Result<()> {
+    let status = tokio::process::Command::new("bash")
+        .args([FAULT_DB_SCRIPT, server, action])
+        .status()
+        .await?;
+    anyhow::ensure!(status.success(), "fault-db.sh {server} {action}: {status}");
+    Ok(())
+}
+
 /// The port of a loopback server URL.
 pub fn port_of(url: &str) -> anyhow::Result<u16> {
     let authority = url.split('/').nth(2).context("a server URL")?;
@@ -229,16 +243,17 @@ impl Backend {
             Dialect::Postgres => {
                 format!(
                     "DROP TABLE IF EXISTS \"{t}\"; DROP SEQUENCE IF EXISTS \"{t}_fence_seq\"; \
-                     DROP TABLE IF EXISTS \"{t}_leaders\"; DROP TABLE IF EXISTS \"{t}_queue\";"
+                     DROP TABLE IF EXISTS \"{t}_leaders\"; DROP TABLE IF EXISTS \"{t}_queue\"; \
+                     DROP TABLE IF EXISTS \"{t}_quorum\";"
                 )
             }
             Dialect::MySql => {
-                format!("DROP TABLE IF EXISTS `{t}`; DROP TABLE IF EXISTS `{t}_fence`; DROP SEQUENCE IF EXISTS `{t}_fence_seq`; DROP TABLE IF EXISTS `{t}_leaders`; DROP TABLE IF EXISTS `{t}_queue`;")
+                format!("DROP TABLE IF EXISTS `{t}`; DROP TABLE IF EXISTS `{t}_fence`; DROP SEQUENCE IF EXISTS `{t}_fence_seq`; DROP TABLE IF EXISTS `{t}_leaders`; DROP TABLE IF EXISTS `{t}_queue`; DROP TABLE IF EXISTS `{t}_quorum`;")
             }
             _ => format!(
                 "DROP TABLE IF EXISTS \"{t}\"; DROP TABLE IF EXISTS \"{t}_fence\"; \
                  DROP TRIGGER IF EXISTS \"{t}_fence_floor\"; DROP TABLE IF EXISTS \"{t}_leaders\"; \
-                 DROP TABLE IF EXISTS \"{t}_queue\";"
+                 DROP TABLE IF EXISTS \"{t}_queue\"; DROP TABLE IF EXISTS \"{t}_quorum\";"
             ),
         };
         self.script(locker.pool(), &drop).await?;

@@ -137,6 +137,7 @@ pub fn drop_table(b: &Backend) -> Result<(), String> {
             format!(r#"DROP SEQUENCE IF EXISTS "{t}_fence_seq""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_leaders""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_queue""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_quorum""#),
         ],
         "mysql" => vec![
             format!("DROP TABLE IF EXISTS `{t}`"),
@@ -144,6 +145,7 @@ pub fn drop_table(b: &Backend) -> Result<(), String> {
             format!("DROP SEQUENCE IF EXISTS `{t}_fence_seq`"),
             format!("DROP TABLE IF EXISTS `{t}_leaders`"),
             format!("DROP TABLE IF EXISTS `{t}_queue`"),
+            format!("DROP TABLE IF EXISTS `{t}_quorum`"),
         ],
         _ => vec![
             format!(r#"DROP TRIGGER IF EXISTS "{t}_fence_floor""#),
@@ -151,6 +153,7 @@ pub fn drop_table(b: &Backend) -> Result<(), String> {
             format!(r#"DROP TABLE IF EXISTS "{t}_fence""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_leaders""#),
             format!(r#"DROP TABLE IF EXISTS "{t}_queue""#),
+            format!(r#"DROP TABLE IF EXISTS "{t}_quorum""#),
         ],
     };
     execute_all(b, statements)
