@@ -49,9 +49,11 @@ use sqlock::{Dialect, Strategy, TableName};
 #[command(name = "sqlock", version, verbatim_doc_comment, max_term_width = 100)]
 pub struct Cli {
     /// The database: postgres://user@host/db, mysql://user@host/db, sqlite:/path/locks.db
-    /// [default: $HOME/.local/state/sqlock/sqlock.db, /var/lib/sqlock/sqlock.db for root]
-    #[arg(long, global = true, value_name = "URL")]
-    pub database_url: Option<String>,
+    /// [default: $HOME/.local/state/sqlock/sqlock.db, /var/lib/sqlock/sqlock.db for root].
+    /// Given three times or more, to `run`: independent databases, and the command runs
+    /// under a quorum lock held on a majority of them (the plain lease only).
+    #[arg(long, global = true, value_name = "URL", action = clap::ArgAction::Append)]
+    pub database_url: Vec<String>,
 
     /// The database is reached through a transaction-pooling proxy (PgBouncer with
     /// pool_mode = transaction): every statement is sent unnamed, in a transaction of

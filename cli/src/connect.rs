@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlock::{DbPool, Dialect};
+use sqlock::{DbPool, Dialect, Locker};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
@@ -139,6 +139,35 @@ pub async fn connect(db: &Database, pooling: bool, create: bool) -> Result<DbPoo
         }
     }
     connect_with(&db.url, MAX_CONNECTIONS, pooling, create).await
+}
+
+/// A pool on the server of `db` that connects only when it is used, without the
+/// first connection [`connect`] makes: for a database a quorum goes on without, whose
+/// every statement fails until it is back. A SQLite file is opened by [`connect`] only.
+pub fn lazy(db: &Database) -> Result<DbPool, Failure> {
+    let url = db.url.as_str();
+    let bad_url =
+        |e: sqlx::Error| Failure::Usage(format!("invalid database url {:?}: {e}", redact(url)));
+    Ok(match dialect(url)? {
+        Dialect::Postgres => PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .test_before_acquire(false)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .connect_lazy_with(PgConnectOptions::from_str(url).map_err(bad_url)?)
+            .into(),
+        Dialect::MySql => MySqlPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .test_before_acquire(false)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .connect_lazy_with(MySqlConnectOptions::from_str(url).map_err(bad_url)?)
+            .into(),
+        _ => {
+            return Err(Failure::Unavailable(format!(
+                "cannot open the SQLite database {:?}",
+                redact(url)
+            )))
+        }
+    })
 }
 
 async fn connect_with(
@@ -297,6 +326,59 @@ fn redact(url: &str) -> String {
         Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
         None => url.to_owned(),
     }
+}
+
+/// How long closing the pool may take before the tool exits anyway.
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How a command opens a database: what it does there.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opening {
+    /// Through a transaction-pooling proxy.
+    pub(crate) pooling: bool,
+    /// It may create a SQLite file that does not exist.
+    pub(crate) creates: bool,
+    /// It holds a lock (`run`, `elect`).
+    pub(crate) holds: bool,
+    /// Presence where it is safe (not turned off).
+    pub(crate) presence: bool,
+    /// It is `migrate`, which makes the table itself.
+    pub(crate) migrates: bool,
+}
+
+/// Connects to `database` and makes the handle a command uses there: its pool, and a
+/// handle on `table` with what the command needs (wake-ups and presence for one that
+/// holds, where they work), the table made on SQLite.
+pub(crate) async fn open(
+    database: &Database,
+    table: &sqlock::TableName,
+    how: Opening,
+) -> Result<(DbPool, Locker), Failure> {
+    let pool = connect(database, how.pooling, how.creates).await?;
+    // On PostgreSQL, where notifications can work: an operator's revocation of the
+    // lock a `run` or `elect` holds reaches it at once rather than at its next renewal,
+    // a resignation wakes the other candidates at once rather than at their next poll,
+    // and a fair waiter is woken by the notification naming it (a transaction-pooling
+    // proxy cannot deliver them).
+    let mut builder = Locker::builder(pool.clone())
+        .table(table.as_str())
+        .transaction_pooling(how.pooling);
+    if how.holds && pool.dialect() == Dialect::Postgres && !how.pooling {
+        builder = builder.notify_waiters(true);
+    }
+    let mut locker = builder.clone().build()?;
+    if how.holds && how.presence {
+        // Presence where it is safe: the check asks the server once (a Galera node
+        // says no), and a server that cannot be asked is left to the commands.
+        if locker.check_presence().await.is_ok() {
+            locker = builder.presence(true).build()?;
+        }
+    }
+    if pool.dialect() == Dialect::Sqlite && !how.migrates {
+        // The embedded default needs no set-up step. Servers never get tables made
+        // behind the operator's back: there a missing table is an error.
+        locker.create_table().await?;
+    }
+    Ok((pool, locker))
 }
 
 #[cfg(test)]

@@ -141,9 +141,10 @@ impl From<sqlock::Error> for Failure {
                 "{e}; pass --no-presence (or set SQLOCK_NO_PRESENCE=1) to hold the lock \
                  without it"
             )),
-            E::PoolExhausted | E::NotMariaDb { .. } | E::GaleraCluster { .. } => {
-                Self::Unavailable(e.to_string())
-            }
+            E::PoolExhausted
+            | E::NotMariaDb { .. }
+            | E::GaleraCluster { .. }
+            | E::QuorumUnreachable { .. } => Self::Unavailable(e.to_string()),
             // The tool refuses the first itself before connecting; the second is the
             // operator's --transaction-pooling on a server that is not PostgreSQL.
             E::StrategyUnsupported { .. } | E::FenceNotApplicable { .. } => {

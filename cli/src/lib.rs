@@ -9,26 +9,26 @@
 // parent-death signal on Linux, allowed there alone.
 #![deny(unsafe_code)]
 
+mod acquire;
 mod args;
 mod connect;
 mod duration;
 mod elect;
 mod failure;
-mod limit;
+mod held;
 mod listing;
 mod manual;
 mod ops;
+mod quorum;
 mod run;
 mod show;
 mod tree;
 mod watcher;
 
 use std::ffi::OsString;
-use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::Parser;
-use sqlock::{Dialect, Locker};
 
 pub use args::{Cli, Command, ElectArgs, RunArgs};
 pub use connect::{default_database, ROOT_DEFAULT_DATABASE, USER_DEFAULT_DATABASE};
@@ -36,9 +36,6 @@ pub use failure::{
     exit_status, Failure, EXIT_CANNOT_EXECUTE, EXIT_LOST, EXIT_NOT_ACQUIRED, EXIT_NOT_FOUND,
     EXIT_ROW_LOCKED, EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE,
 };
-
-/// How long closing the pool may take before the tool exits anyway.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Runs the tool with the process's arguments and returns its exit status.
 ///
@@ -204,7 +201,10 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     {
         return ops::schema(dialect, &cli.table, json);
     }
-    let database = connect::database(cli.database_url.as_deref())?;
+    if cli.database_url.len() > 1 {
+        return quorum::dispatch(cli).await;
+    }
+    let database = connect::database(cli.database_url.first().map(String::as_str))?;
     if let Command::Schema { json, .. } = cli.command {
         return ops::schema(connect::dialect(&database.url)?, &cli.table, json);
     }
@@ -221,34 +221,23 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             | Command::Migrate { .. }
             | Command::Sweep { every: Some(_), .. }
     );
-    let pool = connect::connect(&database, pooling, creates).await?;
-    // On PostgreSQL, where notifications can work: an operator's revocation of the
-    // lock a `run` or `elect` holds reaches it at once rather than at its next renewal,
-    // a resignation wakes the other candidates at once rather than at their next poll,
-    // and a fair waiter is woken by the notification naming it (a transaction-pooling
-    // proxy cannot deliver them).
     let holds = matches!(cli.command, Command::Run(_) | Command::Elect(_));
-    let mut builder = Locker::builder(pool.clone())
-        .table(cli.table.as_str())
-        .transaction_pooling(pooling);
-    if holds && pool.dialect() == Dialect::Postgres && !pooling {
-        builder = builder.notify_waiters(true);
-    }
-    let mut locker = builder.clone().build()?;
-    if holds && !cli.no_presence && !connect::no_presence_from_env() {
-        // Presence where it is safe: the check asks the server once (a Galera node
-        // says no), and a server that cannot be asked is left to the commands.
-        if locker.check_presence().await.is_ok() {
-            locker = builder.presence(true).build()?;
-        }
-    }
-    if pool.dialect() == Dialect::Sqlite && !matches!(cli.command, Command::Migrate { .. }) {
-        // The embedded default needs no set-up step. Servers never get tables made
-        // behind the operator's back: there a missing table is an error.
-        locker.create_table().await?;
-    }
+    let migrates = matches!(cli.command, Command::Migrate { .. });
+    let presence = !cli.no_presence && !connect::no_presence_from_env();
+    let (pool, locker) = connect::open(
+        &database,
+        &cli.table,
+        connect::Opening {
+            pooling,
+            creates,
+            holds,
+            presence,
+            migrates,
+        },
+    )
+    .await?;
     let outcome = match cli.command {
-        Command::Run(args) => run::run(&locker, args).await,
+        Command::Run(args) => run::run(held::Target::Locker(&locker), args).await,
         Command::Elect(args) => elect::elect(&locker, args).await,
         Command::Leader { name, json } => elect::leader(&locker, &name, json).await,
         Command::List { json } => listing::list(&locker, json).await,
@@ -286,6 +275,6 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     // Say goodbye to the server rather than drop the sockets, which servers log as
     // errors; never wait long for it.
     drop(locker);
-    let _ = tokio::time::timeout(CLOSE_TIMEOUT, pool.close()).await;
+    let _ = tokio::time::timeout(connect::CLOSE_TIMEOUT, pool.close()).await;
     outcome
 }

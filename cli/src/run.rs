@@ -1,5 +1,6 @@
 //! `sqlock run`: a command run while holding a lock (or, with `--limit`, a permit of
-//! a semaphore: `limit.rs`), stopped if it is lost.
+//! a semaphore; over several databases, a quorum lock: `acquire.rs` takes either),
+//! stopped if it is lost.
 //!
 //! The lock is taken first (waiting as `--wait`/`--no-wait` say), then the command is
 //! started in a process group of its own ([`Tree`]) with the lock's key, owner and
@@ -16,13 +17,14 @@
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use sqlock::{Dialect, LockGuard, Locker, LostReason, LostSignal, Strategy};
+use sqlock::{Dialect, LostReason, LostSignal, Strategy};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
+use crate::acquire::acquire;
 use crate::args::RunArgs;
 use crate::failure::Failure;
-use crate::limit::Held;
+use crate::held::{Held, Target};
 use crate::tree::Tree;
 use crate::watcher::Watcher;
 
@@ -74,26 +76,21 @@ pub(crate) fn check(args: &RunArgs, dialect: Dialect) -> Result<(), Failure> {
     Ok(())
 }
 
-pub(crate) async fn run(locker: &Locker, args: RunArgs) -> Result<i32, Failure> {
+pub(crate) async fn run(target: Target<'_>, args: RunArgs) -> Result<i32, Failure> {
     let mut signals = Signals::new()?;
     // Before the lock: no command runs without a watcher.
     let mut watcher = Watcher::start()?;
 
     // A signal while waiting gives up the wait: the acquisition is cancel safe, so
     // nothing stays taken. The status is what the signal would have made it.
-    let acquiring = async {
-        match args.limit {
-            Some(limit) => crate::limit::acquire(locker, &args, limit).await,
-            None => acquire(locker, &args).await.map(Held::Lock),
-        }
-    };
+    let acquiring = acquire(target, &args);
     let guard = tokio::select! {
         guard = acquiring => guard?,
         sig = signals.recv() => return Ok(128 + sig as i32),
     };
     let taken = Instant::now();
 
-    let mut env = guard.env(locker, args.limit);
+    let mut env = guard.env(target, args.limit);
     if args.shared {
         // The read-write lock's name, not the key of this run's read hold.
         env[0].1.clone_from(&args.key);
@@ -209,71 +206,6 @@ pub(crate) async fn supervise(
     }
     watcher.dismiss().await;
     Supervised::Exited { status, signalled }
-}
-
-/// The request a run makes: the plain lock on the key, or a side of the read-write
-/// lock of that name (`--shared`, `--exclusive`).
-enum Request<'a> {
-    Plain(sqlock::LockRequest<'a>),
-    Side(sqlock::RwLockRequest<'a>),
-}
-
-impl Request<'_> {
-    async fn try_acquire(self) -> sqlock::Result<Option<LockGuard>> {
-        match self {
-            Self::Plain(r) => r.try_acquire().await,
-            Self::Side(r) => r.try_acquire().await,
-        }
-    }
-
-    async fn acquire_timeout(self, wait: Duration) -> sqlock::Result<LockGuard> {
-        match self {
-            Self::Plain(r) => r.acquire_timeout(wait).await,
-            Self::Side(r) => r.acquire_timeout(wait).await,
-        }
-    }
-
-    async fn acquire(self) -> sqlock::Result<LockGuard> {
-        match self {
-            Self::Plain(r) => r.acquire().await,
-            Self::Side(r) => r.acquire().await,
-        }
-    }
-}
-
-/// Takes the lock as `--wait` and `--no-wait` say.
-async fn acquire(locker: &Locker, args: &RunArgs) -> Result<LockGuard, Failure> {
-    let request = if args.shared {
-        Request::Side(locker.read_lock(&args.key).ttl(args.ttl))
-    } else if args.exclusive {
-        Request::Side(locker.write_lock(&args.key).ttl(args.ttl))
-    } else {
-        Request::Plain(
-            locker
-                .lock(&args.key)
-                .ttl(args.ttl)
-                .strategy(args.strategy()),
-        )
-    };
-    let busy = || Failure::NotAcquired(format!("lock {:?} is held elsewhere", args.key));
-    match args.wait {
-        // A deadline shorter than a round trip would always time out (see
-        // `acquire_timeout`): a zero wait means one attempt.
-        _ if args.no_wait => request.try_acquire().await?.ok_or_else(busy),
-        Some(wait) if wait.is_zero() => request.try_acquire().await?.ok_or_else(busy),
-        Some(wait) => match request.acquire_timeout(wait).await {
-            Ok(guard) => Ok(guard),
-            // Said with the --wait the user wrote, not the few milliseconds more the
-            // call took to notice.
-            Err(sqlock::Error::Timeout { .. }) => Err(Failure::NotAcquired(format!(
-                "lock {:?} is still held elsewhere: --wait {} ran out",
-                args.key,
-                crate::duration::human(wait)
-            ))),
-            Err(e) => Err(e.into()),
-        },
-        None => Ok(request.acquire().await?),
-    }
 }
 
 /// Starts the command with `env` added to its environment, and has the watcher watch
