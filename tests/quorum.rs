@@ -5,7 +5,8 @@
 //! fencing token that rises across the databases, also as the majority that grants
 //! changes; granted and kept alive with one database down; a clear error, and nothing
 //! held anywhere, with two down; a database whose token table is missing counts as
-//! down; busy on a majority is busy, and leaves nothing on the rest; not reentrant;
+//! down; busy on a majority is busy (another primitive on the name included), and
+//! leaves nothing on the rest; not reentrant;
 //! lost once a second lease of three is; a paused holder past its TTL is fenced out
 //! by its token; a PostgreSQL server restarted under a holder keeps its grant (the
 //! fault instance, `scripts/fault-db.sh`).
@@ -521,5 +522,42 @@ async fn a_database_restarted_under_a_holder_keeps_its_grant() -> anyhow::Result
     .await?;
     assert!(next.fencing_token() > token);
     assert!(next.release().await?);
+    Ok(())
+}
+
+#[tokio::test]
+async fn another_primitive_on_the_name_keeps_its_database_busy() -> anyhow::Result<()> {
+    let dbs = databases("quorum_one_name").await;
+    let members = lockers(&dbs).await?;
+    // Other primitives hold the name on two databases of three: a read of the
+    // read-write lock of that name on the first, a permit of the semaphore of that
+    // name on the second.
+    let read = members[0]
+        .new_handle()
+        .read_lock("job")
+        .try_acquire()
+        .await?
+        .expect("free");
+    let permit = members[1]
+        .new_handle()
+        .semaphore("job", 2)
+        .try_acquire()
+        .await?
+        .expect("free");
+    let quorum = Quorum::new(members.clone())?;
+    assert!(quorum.lock("job").try_acquire().await?.is_none());
+    // The round's lease on the third was given back.
+    let third = members[2].new_handle().try_acquire("job").await?;
+    let third = third.expect("the third kept a lease");
+    assert!(third.release().await?);
+    assert!(read.release().await?);
+    let guard = quorum
+        .lock("job")
+        .try_acquire()
+        .await?
+        .expect("two are free");
+    assert_eq!(guard.members(), [0, 2]);
+    assert!(guard.release().await?);
+    assert!(permit.release().await?);
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! of the semaphore KEY (`--limit`: at most N copies of a command across hosts), or
 //! the quorum lock on KEY over several databases (`quorum.rs`).
 
+use std::future::Future;
 use std::time::Duration;
 
 use sqlock::{LockGuard, Locker, Quorum};
@@ -20,125 +21,115 @@ pub(crate) async fn acquire(target: Target<'_>, args: &RunArgs) -> Result<Held, 
     }
 }
 
-/// The request a run makes: the plain lock on the key, or a side of the read-write
-/// lock of that name (`--shared`, `--exclusive`).
-enum Request<'a> {
-    Plain(sqlock::LockRequest<'a>),
-    Side(sqlock::RwLockRequest<'a>),
+/// How long a run waits, as `--wait` and `--no-wait` say.
+#[derive(Debug, Clone, Copy)]
+enum Patience {
+    /// One attempt: `--no-wait`, or a zero `--wait` (a deadline shorter than a round
+    /// trip would always time out).
+    Once,
+    /// Until the `--wait` deadline.
+    Until(Duration),
+    /// As long as it takes.
+    Ever,
 }
 
-impl Request<'_> {
-    async fn try_acquire(self) -> sqlock::Result<Option<LockGuard>> {
-        match self {
-            Self::Plain(r) => r.try_acquire().await,
-            Self::Side(r) => r.try_acquire().await,
-        }
-    }
-
-    async fn acquire_timeout(self, wait: Duration) -> sqlock::Result<LockGuard> {
-        match self {
-            Self::Plain(r) => r.acquire_timeout(wait).await,
-            Self::Side(r) => r.acquire_timeout(wait).await,
-        }
-    }
-
-    async fn acquire(self) -> sqlock::Result<LockGuard> {
-        match self {
-            Self::Plain(r) => r.acquire().await,
-            Self::Side(r) => r.acquire().await,
-        }
-    }
-}
-
-/// Takes the lock as `--wait` and `--no-wait` say.
-async fn lock(locker: &Locker, args: &RunArgs) -> Result<LockGuard, Failure> {
-    let request = if args.shared {
-        Request::Side(locker.read_lock(&args.key).ttl(args.ttl))
-    } else if args.exclusive {
-        Request::Side(locker.write_lock(&args.key).ttl(args.ttl))
-    } else {
-        Request::Plain(
-            locker
-                .lock(&args.key)
-                .ttl(args.ttl)
-                .strategy(args.strategy()),
-        )
+/// Takes with `take`, as patient as `args` say: what it took, or the failure saying
+/// that `subject` ("lock \"k\" is", "all 3 permits of \"k\" are") is held elsewhere
+/// (`place` said after it), or still is when `--wait` ran out.
+async fn as_asked<G, F, Fut>(
+    args: &RunArgs,
+    subject: &str,
+    place: &str,
+    take: F,
+) -> Result<G, Failure>
+where
+    F: FnOnce(Patience) -> Fut,
+    Fut: Future<Output = sqlock::Result<Option<G>>>,
+{
+    let patience = match args.wait {
+        _ if args.no_wait => Patience::Once,
+        Some(wait) if wait.is_zero() => Patience::Once,
+        Some(wait) => Patience::Until(wait),
+        None => Patience::Ever,
     };
-    let busy = || Failure::NotAcquired(format!("lock {:?} is held elsewhere", args.key));
-    match args.wait {
-        // A deadline shorter than a round trip would always time out (see
-        // `acquire_timeout`): a zero wait means one attempt.
-        _ if args.no_wait => request.try_acquire().await?.ok_or_else(busy),
-        Some(wait) if wait.is_zero() => request.try_acquire().await?.ok_or_else(busy),
-        Some(wait) => match request.acquire_timeout(wait).await {
-            Ok(guard) => Ok(guard),
-            // Said with the --wait the user wrote, not the few milliseconds more the
-            // call took to notice.
-            Err(sqlock::Error::Timeout { .. }) => Err(Failure::NotAcquired(format!(
-                "lock {:?} is still held elsewhere: --wait {} ran out",
-                args.key,
+    match (take(patience).await, patience) {
+        (Ok(Some(taken)), _) => Ok(taken),
+        (Ok(None), _) => Err(Failure::NotAcquired(format!(
+            "{subject} held elsewhere{place}"
+        ))),
+        // Said with the --wait the user wrote, not the few milliseconds more the call
+        // took to notice.
+        (Err(sqlock::Error::Timeout { .. }), Patience::Until(wait)) => {
+            Err(Failure::NotAcquired(format!(
+                "{subject} still held elsewhere{place}: --wait {} ran out",
                 crate::duration::human(wait)
-            ))),
-            Err(e) => Err(e.into()),
-        },
-        None => Ok(request.acquire().await?),
+            )))
+        }
+        (Err(e), _) => Err(e.into()),
     }
 }
 
-/// Takes a permit of the semaphore KEY of `limit` permits, as `--wait` and `--no-wait`
-/// say.
+/// Takes the lock: the plain lock on the key, or a side of the read-write lock of that
+/// name (`--shared`, `--exclusive`).
+async fn lock(locker: &Locker, args: &RunArgs) -> Result<LockGuard, Failure> {
+    let subject = format!("lock {:?} is", args.key);
+    if args.shared || args.exclusive {
+        let side = if args.shared {
+            locker.read_lock(&args.key)
+        } else {
+            locker.write_lock(&args.key)
+        };
+        let side = side.ttl(args.ttl);
+        return as_asked(args, &subject, "", |patience| async move {
+            match patience {
+                Patience::Once => side.try_acquire().await,
+                Patience::Until(wait) => side.acquire_timeout(wait).await.map(Some),
+                Patience::Ever => side.acquire().await.map(Some),
+            }
+        })
+        .await;
+    }
+    let plain = locker
+        .lock(&args.key)
+        .ttl(args.ttl)
+        .strategy(args.strategy());
+    as_asked(args, &subject, "", |patience| async move {
+        match patience {
+            Patience::Once => plain.try_acquire().await,
+            Patience::Until(wait) => plain.acquire_timeout(wait).await.map(Some),
+            Patience::Ever => plain.acquire().await.map(Some),
+        }
+    })
+    .await
+}
+
+/// Takes a permit of the semaphore KEY of `limit` permits.
 async fn permit(locker: &Locker, args: &RunArgs, limit: u32) -> Result<Held, Failure> {
     let sem = locker.semaphore(&args.key, limit).ttl(args.ttl);
-    let busy = || {
-        Failure::NotAcquired(format!(
-            "all {limit} permits of {:?} are held elsewhere",
-            args.key
-        ))
-    };
-    let permit = match args.wait {
-        _ if args.no_wait => sem.try_acquire().await?.ok_or_else(busy)?,
-        Some(wait) if wait.is_zero() => sem.try_acquire().await?.ok_or_else(busy)?,
-        Some(wait) => match sem.acquire_timeout(wait).await {
-            Ok(permit) => permit,
-            Err(sqlock::Error::Timeout { .. }) => {
-                return Err(Failure::NotAcquired(format!(
-                    "all {limit} permits of {:?} are still held elsewhere: --wait {} ran out",
-                    args.key,
-                    crate::duration::human(wait)
-                )))
-            }
-            Err(e) => return Err(e.into()),
-        },
-        None => sem.acquire().await?,
-    };
+    let subject = format!("all {limit} permits of {:?} are", args.key);
+    let permit = as_asked(args, &subject, "", |patience| async move {
+        match patience {
+            Patience::Once => sem.try_acquire().await,
+            Patience::Until(wait) => sem.acquire_timeout(wait).await.map(Some),
+            Patience::Ever => sem.acquire().await.map(Some),
+        }
+    })
+    .await?;
     Ok(Held::Permit(permit))
 }
 
-/// Takes the quorum lock on KEY, as `--wait` and `--no-wait` say.
+/// Takes the quorum lock on KEY.
 async fn quorum_lock(quorum: &Quorum, args: &RunArgs) -> Result<Held, Failure> {
     let request = quorum.lock(&args.key).ttl(args.ttl);
-    let busy = || {
-        Failure::NotAcquired(format!(
-            "lock {:?} is held elsewhere on a majority of the databases",
-            args.key
-        ))
-    };
-    let guard = match args.wait {
-        _ if args.no_wait => request.try_acquire().await?.ok_or_else(busy)?,
-        Some(wait) if wait.is_zero() => request.try_acquire().await?.ok_or_else(busy)?,
-        Some(wait) => match request.timeout(wait).acquire().await {
-            Ok(guard) => guard,
-            Err(sqlock::Error::Timeout { .. }) => {
-                return Err(Failure::NotAcquired(format!(
-                    "lock {:?} is still held elsewhere on a majority of the databases: \
-                     --wait {} ran out",
-                    args.key,
-                    crate::duration::human(wait)
-                )))
-            }
-            Err(e) => return Err(e.into()),
-        },
-        None => request.acquire().await?,
-    };
+    let subject = format!("lock {:?} is", args.key);
+    let place = " on a majority of the databases";
+    let guard = as_asked(args, &subject, place, |patience| async move {
+        match patience {
+            Patience::Once => request.try_acquire().await,
+            Patience::Until(wait) => request.timeout(wait).acquire().await.map(Some),
+            Patience::Ever => request.acquire().await.map(Some),
+        }
+    })
+    .await?;
     Ok(Held::Quorum(guard))
 }

@@ -367,7 +367,8 @@ impl QuorumGuard {
 
     /// Whether the lock is lost: fewer than a majority still hold it.
     pub fn is_lost(&self) -> bool {
-        self.set.is_lost() || self.set.held() < self.needed
+        // The set spares the grants beyond a majority: it is lost past them.
+        self.set.is_lost()
     }
 
     /// Why the lock was lost, if it was.
