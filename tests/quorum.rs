@@ -106,6 +106,22 @@ async fn one_holder_at_a_time_with_tokens_that_rise() -> anyhow::Result<()> {
         tokens.windows(2).all(|w| w[0] < w[1]),
         "quorum tokens do not rise: {tokens:?}"
     );
+    // The last token was written to a majority before its grant was reported, and no
+    // database recorded a higher one.
+    let last = *tokens.last().unwrap();
+    let mut recorded = Vec::new();
+    for m in quorum.members() {
+        recorded.push(m.quorum_token("shared-job").await?);
+    }
+    assert!(
+        recorded.iter().all(|&t| t <= last),
+        "{recorded:?} past {last}"
+    );
+    assert!(
+        recorded.iter().filter(|&&t| t == last).count() >= quorum.majority(),
+        "token {last} recorded on fewer than a majority: {recorded:?}"
+    );
+    assert_eq!(quorum.members()[0].quorum_token("never-locked").await?, 0);
     Ok(())
 }
 
@@ -458,6 +474,10 @@ async fn bad_input_is_refused_before_any_sql() -> anyhow::Result<()> {
             .await,
         Err(Error::InvalidSettings(_))
     ));
+    assert!(matches!(
+        quorum.members()[0].quorum_token("").await,
+        Err(Error::EmptyKey)
+    ));
     Ok(())
 }
 
@@ -559,5 +579,64 @@ async fn another_primitive_on_the_name_keeps_its_database_busy() -> anyhow::Resu
     assert_eq!(guard.members(), [0, 2]);
     assert!(guard.release().await?);
     assert!(permit.release().await?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_behind_a_transaction_pooler() -> anyhow::Result<()> {
+    let pooled = common::ha_server(
+        "quorum_pgbouncer",
+        Dialect::Postgres,
+        "SQLOCK_TEST_PGBOUNCER_URL",
+        "postgres://postgres@127.0.0.1:6433/test",
+    )
+    .await;
+    let Some(pooled) = pooled.first() else {
+        eprintln!("NOTE: PgBouncer is unreachable: nothing to pool");
+        return Ok(());
+    };
+    pooled.fresh_table().await?;
+    // The pool an application has behind PgBouncer: its own pings off.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(10))
+        .test_before_acquire(false)
+        .connect(pooled.url())
+        .await?;
+    let through = Locker::builder(pool)
+        .table(&pooled.table)
+        .transaction_pooling(true)
+        .build()?;
+    // The other two: a SQLite file and MariaDB (a second SQLite file without it); the
+    // main PostgreSQL stands behind the pooler.
+    let dbs = databases("quorum_pgbouncer").await;
+    let mut members = vec![through];
+    members.push(dbs[0].fresh_table().await?);
+    members.push(dbs[2].fresh_table().await?);
+    let quorum = Quorum::new(members)?;
+    let ttl = Duration::from_millis(1500);
+    let mut last = 0;
+    for round in 0..4 {
+        let owner = quorum.new_handle();
+        let guard = owner
+            .lock("pooled")
+            .ttl(ttl)
+            .try_acquire()
+            .await?
+            .expect("free");
+        // The pooled member took its part: every statement of the grant, the token's
+        // read and raise included, went through the pooler.
+        assert_eq!(guard.held(), 3, "round {round}");
+        assert!(guard.fencing_token() > last, "round {round}");
+        last = guard.fencing_token();
+        if round == 0 {
+            // Renewed through the pooler past two TTLs.
+            tokio::time::sleep(ttl * 2).await;
+            assert!(!guard.is_lost(), "{:?}", guard.lost_reason());
+            assert_eq!(guard.held(), 3);
+        }
+        assert!(guard.release().await?);
+    }
+    assert_eq!(quorum.members()[0].quorum_token("pooled").await?, last);
     Ok(())
 }

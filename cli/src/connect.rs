@@ -313,7 +313,7 @@ fn unreachable(url: &str, e: &sqlx::Error) -> Failure {
 }
 
 /// The URL without its password, for messages.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     // scheme://user:password@host/...: cut what lies between the first ':' after the
     // scheme's "//" and the '@'.
     let Some((scheme, rest)) = url.split_once("://") else {

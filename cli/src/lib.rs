@@ -20,6 +20,7 @@ mod listing;
 mod manual;
 mod ops;
 mod quorum;
+mod quorum_view;
 mod run;
 mod show;
 mod tree;

@@ -19,42 +19,13 @@ use crate::show::{holder, is_write_side, print_fields, printable, shared_mode, t
 /// owner: in JSON with `shared` (the mode) and `holders`; in text with its holders
 /// counted in the owner's column (a semaphore's name in its section).
 pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
+    if json {
+        println!("{}", list_json(locker).await?);
+        return Ok(0);
+    }
     let mut locks = locker.list().await?;
     let (semaphores, permits) = semaphores(locker).await?;
     let rwlocks = RwLockInfo::from_locks(locks.clone());
-    if json {
-        // Each row of a read-write lock: its name and the row's side.
-        let mut sides = HashMap::new();
-        for rw in &rwlocks {
-            let rows = rw.writer.iter().map(|l| (l, "write"));
-            let rows = rows.chain(rw.readers.iter().map(|l| (l, "read")));
-            let rows = rows.chain(rw.waiting_writers.iter().map(|l| (l, "waiting-write")));
-            for (l, side) in rows {
-                sides.insert(l.key.as_str(), (rw.name.as_str(), side));
-            }
-        }
-        let items: Vec<serde_json::Value> = locks
-            .iter()
-            .map(|l| {
-                let mut item = to_json(l);
-                // A read-write lock's row says which lock, and which side.
-                if let Some(mode) = shared_mode(l) {
-                    item["shared"] = mode.into();
-                    item["holders"] = l.hold_count.into();
-                } else if let Some((name, side)) = sides.get(l.key.as_str()) {
-                    item["rwlock"] = (*name).into();
-                    item["side"] = (*side).into();
-                }
-                if let Some((name, n)) = permits.get(&l.key) {
-                    item["semaphore"] = name.as_str().into();
-                    item["permits"] = (*n).into();
-                }
-                item
-            })
-            .collect();
-        println!("{}", serde_json::Value::Array(items));
-        return Ok(0);
-    }
     // A semaphore's permits, and its name held in shared mode by them, are shown in
     // the semaphores' section.
     let in_section = |l: &LockInfo| {
@@ -75,6 +46,44 @@ pub(crate) async fn list(locker: &Locker, json: bool) -> Result<i32, Failure> {
         print_semaphores(&semaphores);
     }
     Ok(0)
+}
+
+/// `list --json`'s array: every lock held now, a read-write lock's rows and a
+/// semaphore's permits saying which they are.
+pub(crate) async fn list_json(locker: &Locker) -> Result<serde_json::Value, Failure> {
+    let locks = locker.list().await?;
+    let (_, permits) = semaphores(locker).await?;
+    let rwlocks = RwLockInfo::from_locks(locks.clone());
+    // Each row of a read-write lock: its name and the row's side.
+    let mut sides = HashMap::new();
+    for rw in &rwlocks {
+        let rows = rw.writer.iter().map(|l| (l, "write"));
+        let rows = rows.chain(rw.readers.iter().map(|l| (l, "read")));
+        let rows = rows.chain(rw.waiting_writers.iter().map(|l| (l, "waiting-write")));
+        for (l, side) in rows {
+            sides.insert(l.key.as_str(), (rw.name.as_str(), side));
+        }
+    }
+    let items: Vec<serde_json::Value> = locks
+        .iter()
+        .map(|l| {
+            let mut item = to_json(l);
+            // A read-write lock's row says which lock, and which side.
+            if let Some(mode) = shared_mode(l) {
+                item["shared"] = mode.into();
+                item["holders"] = l.hold_count.into();
+            } else if let Some((name, side)) = sides.get(l.key.as_str()) {
+                item["rwlock"] = (*name).into();
+                item["side"] = (*side).into();
+            }
+            if let Some((name, n)) = permits.get(&l.key) {
+                item["semaphore"] = name.as_str().into();
+                item["permits"] = (*n).into();
+            }
+            item
+        })
+        .collect();
+    Ok(serde_json::Value::Array(items))
 }
 
 /// After the table: each read-write lock with its holders, the writer (the write

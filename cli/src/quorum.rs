@@ -10,29 +10,54 @@ use crate::args::{Cli, Command, RunArgs};
 use crate::connect::{self, open, Opening, CLOSE_TIMEOUT};
 use crate::failure::Failure;
 use crate::held::Target;
-use crate::run;
+use crate::{quorum_view, run};
 
-/// Runs `cli`, a command given several `--database-url`: `run` under the quorum lock;
-/// anything else is a usage error, before any connection.
+/// Runs `cli`, a command given several `--database-url`: `run` under the quorum lock,
+/// `status` and `list` as each database sees them (`quorum_view.rs`); anything else
+/// is a usage error, before any connection.
 pub(crate) async fn dispatch(cli: Cli) -> Result<i32, Failure> {
-    let Command::Run(args) = cli.command else {
-        return Err(Failure::Usage(
-            "--database-url is given several times only to `run`, which then runs its \
-             command under a quorum lock of those databases; give the other commands one \
-             database"
-                .into(),
-        ));
-    };
     let urls = cli.database_url;
-    if urls.len() < MIN_QUORUM_MEMBERS {
-        return Err(Failure::Usage(format!(
-            "a quorum lock needs at least {MIN_QUORUM_MEMBERS} independent databases \
-             (--database-url {MIN_QUORUM_MEMBERS} times or more), and {} were given",
-            urls.len()
-        )));
-    }
-    check(&args)?;
+    let enough = || {
+        if urls.len() < MIN_QUORUM_MEMBERS {
+            return Err(Failure::Usage(format!(
+                "a quorum lock needs at least {MIN_QUORUM_MEMBERS} independent databases \
+                 (--database-url {MIN_QUORUM_MEMBERS} times or more), and {} were given",
+                urls.len()
+            )));
+        }
+        Ok(())
+    };
     let pooling = cli.transaction_pooling || connect::transaction_pooling_from_env();
+    let args = match cli.command {
+        Command::Run(args) => {
+            enough()?;
+            args
+        }
+        Command::Status { key, json } => {
+            enough()?;
+            let views = quorum_view::open_all(&urls, &cli.table, pooling).await?;
+            let outcome = quorum_view::status(&views, &key, json).await;
+            quorum_view::close_all(views).await;
+            return outcome;
+        }
+        Command::List { json } => {
+            enough()?;
+            let views = quorum_view::open_all(&urls, &cli.table, pooling).await?;
+            let outcome = quorum_view::list_all(&views, json).await;
+            quorum_view::close_all(views).await;
+            return outcome;
+        }
+        _ => {
+            return Err(Failure::Usage(
+                "--database-url is given several times only to `run`, which then runs its \
+                 command under a quorum lock of those databases, and to `status` and \
+                 `list`, which show each database's view; give the other commands one \
+                 database"
+                    .into(),
+            ))
+        }
+    };
+    check(&args)?;
     let how = Opening {
         pooling,
         creates: true,

@@ -2,7 +2,8 @@
 //! lock of those databases (a SQLite file, PostgreSQL and MariaDB; three SQLite files
 //! without servers), with the quorum's fencing token and how many databases hold it in
 //! its environment. Busy on a majority exits 75; one database down still runs, two
-//! exit 69; two URLs, a quorum `list` and a quorum `--limit` exit 64.
+//! exit 69; `status` and `list` show each database's view and whether a majority
+//! holds the key; two URLs, a quorum `release` and a quorum `--limit` exit 64.
 
 mod common;
 
@@ -154,8 +155,10 @@ fn what_a_quorum_does_not_take_exits_64_before_connecting() {
     let two = output(quorum(&three_down[..2], "t", &["run", &k, "--", "true"]));
     assert_eq!(two.status.code(), Some(64), "{}", stderr(&two));
     assert!(stderr(&two).contains("at least 3"), "{}", stderr(&two));
-    let list = output(quorum(&three_down, "t", &["list"]));
-    assert_eq!(list.status.code(), Some(64), "{}", stderr(&list));
+    let release = output(quorum(&three_down, "t", &["release", "--force", &k]));
+    assert_eq!(release.status.code(), Some(64), "{}", stderr(&release));
+    let status = output(quorum(&three_down[..2], "t", &["status", &k]));
+    assert_eq!(status.status.code(), Some(64), "{}", stderr(&status));
     for extra in [&["--limit", "2"][..], &["--shared"], &["--fair"]] {
         let mut args = vec!["run"];
         args.extend_from_slice(extra);
@@ -163,4 +166,104 @@ fn what_a_quorum_does_not_take_exits_64_before_connecting() {
         let o = output(quorum(&three_down, "t", &args));
         assert_eq!(o.status.code(), Some(64), "{extra:?}: {}", stderr(&o));
     }
+}
+
+#[test]
+fn status_and_list_show_each_database_view() {
+    let dbs = three("cli_quorum_view");
+    let (urls, table, k) = (urls(&dbs), &dbs[0].table, key("quorum-view"));
+    let ready = dbs[0].path("view-ready");
+    let done = dbs[0].path("view-done");
+    let script = format!(
+        "touch {}; while [ ! -e {} ]; do sleep 0.05; done",
+        ready.display(),
+        done.display()
+    );
+    let mut holder = quorum(&urls, table, &["run", &k, "--", "sh", "-c", &script])
+        .spawn()
+        .expect("sqlock starts");
+    let started = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < LIVENESS, "the holder never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Held on all three: each database says so, and so does the summary.
+    let o = output(quorum(&urls, table, &["status", &k]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("held: on 3 of 3 databases"), "{text}");
+    for i in 1..=3 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("database {i}")))
+            .unwrap_or_else(|| panic!("no line for database {i}: {text}"));
+        assert!(line.contains("held by"), "{line}");
+    }
+    let o = output(quorum(&urls, table, &["status", "--json", &k]));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    assert_eq!(v["held"], true, "{v}");
+    assert_eq!(v["held_on"], 3, "{v}");
+    assert_eq!(v["majority"], 2, "{v}");
+    assert_eq!(v["databases"].as_array().map(Vec::len), Some(3), "{v}");
+    // The quorum's token, as each database recorded it: the same on all three here,
+    // and the highest of them is the run's.
+    let token = v["quorum_token"].as_i64().expect("a quorum token");
+    assert!(token > 0, "{v}");
+    for d in v["databases"].as_array().unwrap() {
+        assert_eq!(d["quorum_token"].as_i64(), Some(token), "{v}");
+    }
+
+    // One database down: still held by a majority, the third shown unreachable.
+    let mut two_up = urls[..2].to_vec();
+    two_up.push(down());
+    let o = output(quorum(&two_up, table, &["status", &k]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("held: on 2 of 3 databases"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("database 3") && l.contains("unavailable")),
+        "{text}"
+    );
+
+    // list: a section per database, and the key among those a majority holds.
+    let o = output(quorum(&urls, table, &["list"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    for i in 1..=3 {
+        assert!(text.contains(&format!("DATABASE {i} OF 3")), "{text}");
+    }
+    let majority = text
+        .split("HELD BY A MAJORITY")
+        .nth(1)
+        .expect("the summary");
+    assert!(majority.contains(&format!("{k}  on 3 of 3")), "{text}");
+    let o = output(quorum(&urls, table, &["list", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    assert_eq!(v["held_by_a_majority"][0]["key"], k.as_str(), "{v}");
+    assert_eq!(v["databases"][0]["reachable"], true, "{v}");
+    assert!(
+        v["databases"][0]["locks"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|l| l["key"] == k.as_str())),
+        "{v}"
+    );
+
+    std::fs::write(&done, b"").unwrap();
+    assert_eq!(wait_exit(&mut holder, LIVENESS), 0);
+    // Free: not held by a quorum (75); with two of three down, nobody can tell (69).
+    let o = output(quorum(&urls, table, &["status", &k]));
+    assert_eq!(o.status.code(), Some(75), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("not held by a quorum"),
+        "{}",
+        stdout(&o)
+    );
+    let one_up = vec![urls[0].clone(), down(), down()];
+    let o = output(quorum(&one_up, table, &["status", &k]));
+    assert_eq!(o.status.code(), Some(69), "{}", stdout(&o));
+    assert!(stdout(&o).contains("unknown"), "{}", stdout(&o));
+    let o = output(quorum(&one_up, table, &["list"]));
+    assert_eq!(o.status.code(), Some(69), "{}", stdout(&o));
 }

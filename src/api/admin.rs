@@ -335,4 +335,38 @@ impl Locker {
         let row = retry_contention(|| self.shared.db.lookup(&k)).await?;
         Ok(row.map(LockInfo::from))
     }
+
+    /// The highest quorum token this database recorded for `key`: the fencing token of
+    /// the last [`Quorum`](crate::Quorum) lock of `key` granted with this database in
+    /// its majority, or 0 when none was. One database's view of a quorum lock (the
+    /// quorum's token is the highest of a majority's), as `sqlock status` shows it
+    /// with several `--database-url`.
+    ///
+    /// # Errors
+    ///
+    /// Bad keys before any SQL is sent; [`Error::MissingTable`] when the quorum's
+    /// token table (a migration of its own) is missing; [`Error::Database`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), sqlock::Error> {
+    /// # let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// # sqlock::migrate(&pool).await?;
+    /// # let locker = sqlock::Locker::new(pool.clone())?;
+    /// // No quorum lock of the key was ever granted here.
+    /// assert_eq!(locker.quorum_token("nightly-report").await?, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn quorum_token(&self, key: &str) -> Result<i64> {
+        validate::key(key)?;
+        let k = Key(key);
+        retry_contention(|| self.shared.db.quorum_seen(&k)).await
+    }
 }

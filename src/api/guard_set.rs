@@ -146,10 +146,10 @@ impl GuardSet {
     }
 
     /// Gives every guard back at once, each in a task of its own, waiting for each at
-    /// most `bound`: how many were still held, of those that answered in time. A
-    /// release not done by then finishes in the background. The first error is
-    /// answered. Cancel safe: dropped, the future leaves the releases to finish.
-    pub(crate) async fn release_at_once(mut self, bound: Duration) -> Result<usize> {
+    /// most `bound`: how many were still held, of those that answered in time, and the
+    /// first error one of them met. A release not done by then finishes in the
+    /// background. Cancel safe: dropped, the future leaves the releases to finish.
+    pub(crate) async fn release_at_once(mut self, bound: Duration) -> (usize, Option<Error>) {
         let releases: Vec<_> = std::mem::take(&mut self.guards)
             .into_iter()
             .map(|guard| tokio::spawn(guard.release()))
@@ -168,10 +168,7 @@ impl GuardSet {
                 _ => {}
             }
         }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(held),
-        }
+        (held, failed)
     }
 
     /// Gives every guard back as [`release`](Self::release) does: how many were still

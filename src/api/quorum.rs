@@ -377,17 +377,26 @@ impl QuorumGuard {
     }
 
     /// Gives the lock back on every database that holds it, all at once: whether a
-    /// majority still held it. Every release is attempted even when one fails; the
-    /// first error is answered then. A database that does not answer within the
-    /// request's server timeout is not waited for: its release goes on in the
-    /// background (and its lease lapses at its TTL at the latest), and it counts as
-    /// not held.
+    /// majority still held it. Every release is attempted even when one fails. A
+    /// database that does not answer within the request's server timeout is not
+    /// waited for: its release goes on in the background (and its lease lapses at its
+    /// TTL at the latest), and it counts as not held.
+    ///
+    /// # Errors
+    ///
+    /// The first error a database answered, but only when fewer than a majority
+    /// confirmed the release: a majority that did is the answer `true`, whatever the
+    /// rest said (one database down does not make a release fail).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropped, the future leaves the releases to finish in the background.
     pub async fn release(self) -> Result<bool> {
         let needed = self.needed;
-        Ok(self.set.release_at_once(self.bound).await? >= needed)
+        match self.set.release_at_once(self.bound).await {
+            (held, _) if held >= needed => Ok(true),
+            (_, Some(e)) => Err(e),
+            (_, None) => Ok(false),
+        }
     }
 }
