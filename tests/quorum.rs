@@ -9,7 +9,10 @@
 //! leaves nothing on the rest; not reentrant;
 //! lost once a second lease of three is; a paused holder past its TTL is fenced out
 //! by its token; a PostgreSQL server restarted under a holder keeps its grant (the
-//! fault instance, `scripts/fault-db.sh`).
+//! fault instance, `scripts/fault-db.sh`); a member behind PgBouncer in transaction
+//! pooling; two applications whose PostgreSQL members share a table name in two
+//! schemas hold one name apart. Across processes, under faults:
+//! `tests/quorum_processes.rs`.
 
 mod common;
 
@@ -106,19 +109,15 @@ async fn one_holder_at_a_time_with_tokens_that_rise() -> anyhow::Result<()> {
         tokens.windows(2).all(|w| w[0] < w[1]),
         "quorum tokens do not rise: {tokens:?}"
     );
-    // The last token was written to a majority before its grant was reported, and no
-    // database recorded a higher one.
+    // The last token was written to a majority before its grant was reported (a
+    // round that raised a database's token and then lost may leave it higher there).
     let last = *tokens.last().unwrap();
     let mut recorded = Vec::new();
     for m in quorum.members() {
         recorded.push(m.quorum_token("shared-job").await?);
     }
     assert!(
-        recorded.iter().all(|&t| t <= last),
-        "{recorded:?} past {last}"
-    );
-    assert!(
-        recorded.iter().filter(|&&t| t == last).count() >= quorum.majority(),
+        recorded.iter().filter(|&&t| t >= last).count() >= quorum.majority(),
         "token {last} recorded on fewer than a majority: {recorded:?}"
     );
     assert_eq!(quorum.members()[0].quorum_token("never-locked").await?, 0);
@@ -532,16 +531,25 @@ async fn a_database_restarted_under_a_holder_keeps_its_grant() -> anyhow::Result
     let next = tokio::time::timeout(LIVENESS, async {
         loop {
             // The restarted database's pooled connections fail once each, then
-            // reconnect: a round meanwhile may find too few databases answering.
+            // reconnect: a round meanwhile may find too few databases answering, or
+            // grant on two (given back, so that the release below meets all three).
             if let Ok(Some(g)) = other.lock("job").ttl(ttl).try_acquire().await {
-                return g;
+                if g.held() == 3 {
+                    return g;
+                }
+                let _ = g.release().await;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await?;
     assert!(next.fencing_token() > token);
-    assert!(next.release().await?);
+    // Released with the restarted database down again: the two others confirm it,
+    // which is the answer, whatever the one down says.
+    common::fault_db("postgres", "stop").await?;
+    let released = next.release().await;
+    common::fault_db("postgres", "start").await?;
+    assert!(released?, "a majority's release was not the answer");
     Ok(())
 }
 
@@ -638,5 +646,82 @@ async fn a_member_behind_a_transaction_pooler() -> anyhow::Result<()> {
         assert!(guard.release().await?);
     }
     assert_eq!(quorum.members()[0].quorum_token("pooled").await?, last);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_applications_in_two_schemas_hold_one_name_apart() -> anyhow::Result<()> {
+    use std::str::FromStr;
+    let pg = common::backends_of("quorum_schemas", &[Dialect::Postgres]).await;
+    let Some(pg) = pg.first() else {
+        eprintln!("NOTE: PostgreSQL is left out: no schemas to share");
+        return Ok(());
+    };
+    let admin = pg.pool().await?;
+    // Two applications, each a quorum whose PostgreSQL member has its tables, of the
+    // same name, in a schema of its own (found along the connections' search_path),
+    // with presence on; their other members are their own.
+    let mut quorums = Vec::new();
+    for app in ["a", "b"] {
+        let schema = format!("quorum_schemas_{app}");
+        let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}");
+        pg.script(&admin, &sql).await?;
+        let options = sqlx::postgres::PgConnectOptions::from_str(pg.url())?
+            .options([("search_path", schema.as_str())]);
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        let member = Locker::builder(pool)
+            .table("quorum_schemas")
+            .presence(true)
+            .build()?;
+        member.create_table().await?;
+        let dbs = databases(&format!("quorum_schemas_{app}")).await;
+        let mut members = vec![member];
+        members.push(dbs[0].fresh_table().await?);
+        members.push(dbs[2].fresh_table().await?);
+        quorums.push(Quorum::new(members)?);
+    }
+    let (a, b) = (&quorums[0], &quorums[1]);
+    let ttl = Duration::from_secs(10);
+    // Application a holds the name, a few grants on: its tokens are past b's.
+    for _ in 0..3 {
+        let g = a
+            .lock("job")
+            .ttl(ttl)
+            .try_acquire()
+            .await?
+            .expect("free in a");
+        assert!(g.release().await?);
+    }
+    let held_a = a
+        .lock("job")
+        .ttl(ttl)
+        .try_acquire()
+        .await?
+        .expect("free in a");
+    // Application b takes the same name at once, on all three of its databases: its
+    // PostgreSQL member saw nothing of a's lease, presence or token.
+    let held_b = b
+        .lock("job")
+        .ttl(ttl)
+        .try_acquire()
+        .await?
+        .expect("a's lock is not b's");
+    assert_eq!(held_b.held(), 3);
+    assert_eq!(held_b.fencing_token(), 1, "b's token counted a's grants");
+    assert_eq!(held_a.fencing_token(), 4);
+    assert_eq!(b.members()[0].quorum_token("job").await?, 1);
+    assert_eq!(a.members()[0].quorum_token("job").await?, 4);
+    // Each release is its own application's.
+    assert!(held_b.release().await?);
+    assert!(!held_a.is_lost(), "{:?}", held_a.lost_reason());
+    assert!(a.new_handle().lock("job").try_acquire().await?.is_none());
+    assert!(held_a.release().await?);
+    for app in ["a", "b"] {
+        let sql = format!("DROP SCHEMA IF EXISTS quorum_schemas_{app} CASCADE");
+        pg.script(&admin, &sql).await?;
+    }
     Ok(())
 }

@@ -57,6 +57,11 @@ const WORKERS: usize = 4;
 const TTL: Duration = Duration::from_secs(2);
 /// The one key every worker wants.
 const KEY: &str = "job";
+/// The key a worker tells its writes under, apart from [`KEY`]'s grants and
+/// releases: a write to the resource is no confirmation of holding (the resource
+/// accepts a stale token until a higher one has written), so the lock's checker never
+/// sees one; the resource's log is their check.
+const WRITES: &str = "job:write";
 /// Every member's lock table, and the resource's tables' prefix.
 const TABLE: &str = "quorum_processes";
 /// The main PostgreSQL's schema for its member's tables.
@@ -180,10 +185,10 @@ async fn worker(args: &[String]) -> anyhow::Result<()> {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
         });
     }
-    let event = |kind: Kind, token: i64, sent: u64| {
+    let event = |key: &str, kind: Kind, token: i64, sent: u64| {
         say(&Event {
             kind,
-            key: KEY.into(),
+            key: key.into(),
             owner: owner.clone(),
             token,
             sent,
@@ -208,7 +213,7 @@ async fn worker(args: &[String]) -> anyhow::Result<()> {
             }
         };
         let token = guard.fencing_token();
-        event(Kind::Grant, token, sent);
+        event(KEY, Kind::Grant, token, sent);
         say("HOLDING 1");
         // Time holding the lock before the write: a pause here makes a stale writer.
         sleep(Duration::from_millis(rng.u64(30..80))).await;
@@ -217,14 +222,14 @@ async fn worker(args: &[String]) -> anyhow::Result<()> {
             .await
             .unwrap_or(Ok(Kind::Unknown))
             .unwrap_or(Kind::Unknown);
-        event(written, token, sent);
+        event(WRITES, written, token, sent);
         let sent = history::now();
         let released = match timeout(STEP, guard.release()).await {
             Ok(Ok(true)) => Kind::Release,
             Ok(Ok(false)) => Kind::ReleaseRefused,
             _ => Kind::Unknown,
         };
-        event(released, token, sent);
+        event(KEY, released, token, sent);
         say("HOLDING 0");
     }
     Ok(())
@@ -286,6 +291,8 @@ struct Slot {
     child: Child,
     owner: String,
     pid: Pid,
+    /// The task reading the worker's lines: done once the worker's output ended.
+    reader: tokio::task::JoinHandle<()>,
 }
 
 struct Workload {
@@ -321,7 +328,7 @@ impl Workload {
         let pid = Pid::from_raw(i32::try_from(child.id().context("a worker's pid")?)?);
         let mut lines = BufReader::new(child.stdout.take().context("worker stdout")?).lines();
         let (told, catch) = (self.told.clone(), self.catch.clone());
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 if line == "HOLDING 1" {
                     if let Some((sig, answer)) = catch.lock().unwrap().take() {
@@ -337,7 +344,12 @@ impl Workload {
                 }
             }
         });
-        Ok(Slot { child, owner, pid })
+        Ok(Slot {
+            child,
+            owner,
+            pid,
+            reader,
+        })
     }
 
     /// The events told so far.
@@ -487,7 +499,9 @@ async fn suite() -> anyhow::Result<()> {
         w.slots.push(slot);
     }
     let outcome = drive(&mut w, fault_pg).await;
-    // However it went: the workers stopped, every cut healed, both fault servers up.
+    // However it went: no worker caught any more, every cut healed, the workers
+    // stopped (their last lines read), both fault servers up.
+    *w.catch.lock().unwrap() = None;
     let _ = w.net.heal_all();
     for slot in &mut w.slots {
         let _ = signal(slot.pid, Signal::SIGCONT);
@@ -500,12 +514,11 @@ async fn suite() -> anyhow::Result<()> {
         {
             let _ = slot.child.kill().await;
         }
+        let _ = timeout(Duration::from_secs(10), &mut slot.reader).await;
     }
     let _ = common::fault_db("postgres", "start").await;
     let _ = common::fault_db("mariadb", "start").await;
     let took = outcome?;
-    // The last words of the workers are in.
-    sleep(Duration::from_millis(200)).await;
     check(&w, main_my, &resource_pool, &took).await?;
     main_pg
         .script(&admin, &format!("DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
@@ -519,6 +532,8 @@ struct Took {
     /// The pauses that outlasted the TTL: the worker's owner and its token, and when
     /// it was let go on.
     pauses: Vec<(String, i64, u64)>,
+    /// The owners killed while they held, each with the token they held.
+    killed: Vec<(String, i64)>,
     lines: Vec<String>,
 }
 
@@ -562,21 +577,53 @@ async fn drive(w: &mut Workload, fault_pg: &Backend) -> anyhow::Result<Took> {
         }
     }
 
-    // A holder killed: its lock goes to another owner once its leases lapse.
-    let (i, token) = w.catch_holder(Signal::SIGKILL).await?;
-    let killed = w.slots[i].owner.clone();
-    let _ = w.slots[i].child.wait().await;
-    let next = w
-        .until("a grant after the kill", |e| {
-            e.kind == Kind::Grant && e.owner != killed && e.token > token
-        })
-        .await?;
-    let replacement = w.spawn(i)?;
-    w.slots[i] = replacement;
-    took.lines.push(format!(
-        "killed the holder of token {token}: token {} went to {}",
-        next.token, next.owner
-    ));
+    // A holder killed before its write: its lock goes to another owner, no sooner
+    // than its leases lapse (the checker judges its hold as lasting at least a TTL
+    // from its request). A kill that landed after the write (the worker's line was
+    // read late) is tried again.
+    for round in 0.. {
+        anyhow::ensure!(
+            round < 5,
+            "no kill landed before its holder's write in 5 tries"
+        );
+        let (i, token) = w.catch_holder(Signal::SIGKILL).await?;
+        let killed = w.slots[i].owner.clone();
+        let _ = w.slots[i].child.wait().await;
+        let _ = timeout(Duration::from_secs(10), &mut w.slots[i].reader).await;
+        took.killed.push((killed.clone(), token));
+        let replacement = w.spawn(i)?;
+        w.slots[i] = replacement;
+        let next = w
+            .until("a grant after the kill", |e| {
+                e.kind == Kind::Grant && e.owner != killed && e.token > token
+            })
+            .await?;
+        let events = w.events();
+        let grant = events
+            .iter()
+            .find(|e| e.kind == Kind::Grant && e.owner == killed && e.token == token)
+            .context("the killed holder's grant")?
+            .clone();
+        if events
+            .iter()
+            .any(|e| e.owner == killed && e.token == token && e.kind != Kind::Grant)
+        {
+            continue;
+        }
+        // The hold's end, for the checker: no earlier than its leases' lapse, which
+        // is no earlier than a TTL after its request was sent.
+        w.told.lock().unwrap().events.push(Event {
+            kind: Kind::Expired,
+            sent: grant.sent,
+            ack: grant.sent,
+            ..grant
+        });
+        took.lines.push(format!(
+            "killed the holder of token {token} before its write: token {} went to {}",
+            next.token, next.owner
+        ));
+        break;
+    }
 
     // One worker cut off the fault PostgreSQL both ways: it is granted through the
     // other two while the cut lasts.
@@ -682,14 +729,15 @@ async fn check(
     let events = w.events();
     // Writes to the resource are not confirmations of holding (the resource accepts a
     // stale token until a higher one has written); their check is the log's.
-    let holds: Vec<Event> = events
-        .iter()
-        .filter(|e| !matches!(e.kind, Kind::Write | Kind::Rejected))
-        .cloned()
-        .collect();
+    let holds: Vec<Event> = events.iter().filter(|e| e.key == KEY).cloned().collect();
     let verdict = history::check_leases(&holds, TTL);
-    let accepted: Vec<&Event> = events.iter().filter(|e| e.kind == Kind::Write).collect();
-    let rejected = events.iter().filter(|e| e.kind == Kind::Rejected).count();
+    let written: Vec<&Event> = events.iter().filter(|e| e.key == WRITES).collect();
+    let accepted: Vec<&Event> = written
+        .iter()
+        .copied()
+        .filter(|e| e.kind == Kind::Write)
+        .collect();
+    let rejected = written.iter().filter(|e| e.kind == Kind::Rejected).count();
     println!(
         "quorum across processes: {verdict}; writes accepted {}, refused {rejected}",
         accepted.len()
@@ -709,7 +757,7 @@ async fn check(
     anyhow::ensure!(verdict.grants >= 20, "only {} grants", verdict.grants);
     // A paused holder's write refused, as the driver saw it.
     anyhow::ensure!(
-        took.pauses.iter().any(|(owner, token, _)| events
+        took.pauses.iter().any(|(owner, token, _)| written
             .iter()
             .any(|e| e.kind == Kind::Rejected && &e.owner == owner && e.token == *token)),
         "no paused holder's write was refused"
@@ -740,10 +788,28 @@ async fn check(
             "an accepted write is not in the log: {e:?}"
         );
     }
-    let unknown = events.iter().filter(|e| e.kind == Kind::Unknown).count();
+    // Every logged write was made under a grant of its token to its writer.
+    for (token, owner) in &log {
+        anyhow::ensure!(
+            holds
+                .iter()
+                .any(|e| e.kind == Kind::Grant && e.token == *token && &e.owner == owner),
+            "the resource logged a write of token {token} by {owner}, never granted it"
+        );
+    }
+    // Besides those told accepted: the writes whose outcome is unknown, and those of
+    // a holder killed after its write committed, before it could say so.
+    let unknown = written.iter().filter(|e| e.kind == Kind::Unknown).count();
+    let untold = log
+        .iter()
+        .filter(|(t, o)| {
+            took.killed.iter().any(|(k, kt)| k == o && kt == t)
+                && !written.iter().any(|e| e.token == *t && &e.owner == o)
+        })
+        .count();
     anyhow::ensure!(
-        log.len() >= accepted.len() && log.len() <= accepted.len() + unknown,
-        "{} writes logged, {} told accepted, {unknown} unknown",
+        log.len() >= accepted.len() && log.len() <= accepted.len() + unknown + untold,
+        "{} writes logged, {} told accepted, {unknown} unknown, {untold} by killed holders",
         log.len(),
         accepted.len()
     );

@@ -306,7 +306,7 @@ impl Family {
     }
 }
 
-fn print_table(locks: &[LockInfo]) {
+pub(crate) fn print_table(locks: &[LockInfo]) {
     let header = [
         "KEY",
         "STRATEGY",

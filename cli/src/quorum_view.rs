@@ -9,7 +9,7 @@ use sqlock::{LockInfo, Locker};
 use crate::connect::{self, open, redact, Opening, CLOSE_TIMEOUT};
 use crate::duration::human;
 use crate::failure::{Failure, EXIT_NOT_ACQUIRED, EXIT_UNAVAILABLE};
-use crate::listing::{list, list_json};
+use crate::listing::{list_json, print_table};
 use crate::show::{holder, print_fields, printable, to_json};
 
 /// One database of the quorum, as far as a read-only view goes.
@@ -60,6 +60,12 @@ pub(crate) async fn close_all(views: Vec<View>) {
     }
 }
 
+/// Whether a row is a lease of the lease strategy, as a quorum lock holds on each
+/// database: not another strategy's lock, nor a read-write lock's or a semaphore's.
+fn is_lease(l: &LockInfo) -> bool {
+    l.strategy == "lease"
+}
+
 /// A failure's message (which may carry a hint on a line of its own) on one line.
 fn one_line(why: &str) -> String {
     why.lines().collect::<Vec<_>>().join("; ")
@@ -72,8 +78,12 @@ fn majority(n: usize) -> usize {
 
 /// What one database says of a key.
 enum Seen {
-    /// A lock whose holder is alive (as far as presence tells).
+    /// A lease whose holder is alive (as far as presence tells): what a quorum lock
+    /// holds on each of its databases.
     Held(LockInfo),
+    /// Held otherwise (another strategy, or a primitive's row): busy for a quorum lock
+    /// there, and no part of one.
+    Other(LockInfo),
     /// Free there (or its holder's process is gone, which frees it).
     Free(Option<LockInfo>),
     /// It did not answer.
@@ -95,7 +105,8 @@ pub(crate) async fn status(views: &[View], key: &str, json: bool) -> Result<i32,
                 Ok(l) => {
                     let token = locker.quorum_token(key).await.ok();
                     match l {
-                        Some(l) if !l.holder_gone => (Seen::Held(l), token),
+                        Some(l) if !l.holder_gone && is_lease(&l) => (Seen::Held(l), token),
+                        Some(l) if !l.holder_gone => (Seen::Other(l), token),
                         l => (Seen::Free(l), token),
                     }
                 }
@@ -137,6 +148,11 @@ pub(crate) async fn status(views: &[View], key: &str, json: bool) -> Result<i32,
                         v["held"] = true.into();
                         v
                     }
+                    Seen::Other(l) => {
+                        let mut v = to_json(l);
+                        v["held"] = true.into();
+                        v
+                    }
                     Seen::Free(Some(l)) => {
                         let mut v = to_json(l);
                         v["held"] = false.into();
@@ -148,6 +164,7 @@ pub(crate) async fn status(views: &[View], key: &str, json: bool) -> Result<i32,
                 value["database"] = view.shown.clone().into();
                 value["quorum_token"] = (*token).into();
                 value["reachable"] = (!matches!(s, Seen::Unreachable(_))).into();
+                value["quorum_lease"] = matches!(s, Seen::Held(_)).into();
                 value
             })
             .collect();
@@ -167,19 +184,20 @@ pub(crate) async fn status(views: &[View], key: &str, json: bool) -> Result<i32,
     }
     let state = if held {
         format!(
-            "held: on {holding} of {} databases, a majority",
+            "held: live leases on {holding} of {} databases, a majority (each database \
+             names the owner its lease has there)",
             views.len()
         )
     } else if code == EXIT_NOT_ACQUIRED {
         format!(
-            "not held by a quorum: held on {holding} of {} databases, fewer than the \
-             {needed} a quorum lock needs",
+            "not held by a quorum: live leases on {holding} of {} databases, fewer than \
+             the {needed} a quorum lock needs",
             views.len()
         )
     } else {
         format!(
-            "unknown: held on {holding} of {} databases, and only {answered} answered \
-             (a quorum lock needs {needed})",
+            "unknown: live leases on {holding} of {} databases, and only {answered} \
+             answered (a quorum lock needs {needed})",
             views.len()
         )
     };
@@ -202,6 +220,12 @@ pub(crate) async fn status(views: &[View], key: &str, json: bool) -> Result<i32,
                 l.fencing_token,
                 human(l.expires_in)
             ),
+            Seen::Other(l) => format!(
+                "held ({}) by {}, no quorum's lease (it keeps this database busy for \
+                 one)",
+                l.strategy,
+                holder(l)
+            ),
             Seen::Free(Some(_)) => "free: its holder's process is gone (presence)".to_owned(),
             Seen::Free(None) => "free".to_owned(),
             Seen::Unreachable(why) => format!("unavailable: {}", one_line(why)),
@@ -223,8 +247,8 @@ pub(crate) async fn status(views: &[View], key: &str, json: bool) -> Result<i32,
     Ok(code)
 }
 
-/// `list` over several databases: each database's locks in a section of its own (as
-/// `list` shows one database's), then the keys a majority holds. Exit 0, or 69 when
+/// `list` over several databases: each database's locks in a section of its own (the
+/// table `list` shows of one database), then the keys a majority holds a lease of. Exit 0, or 69 when
 /// fewer than a majority answered.
 pub(crate) async fn list_all(views: &[View], json: bool) -> Result<i32, Failure> {
     let needed = majority(views.len());
@@ -242,7 +266,7 @@ pub(crate) async fn list_all(views: &[View], json: bool) -> Result<i32, Failure>
         };
         if let Ok((_, locks)) = &listed {
             answered += 1;
-            for l in locks.iter().filter(|l| !l.holder_gone) {
+            for l in locks.iter().filter(|l| !l.holder_gone && is_lease(l)) {
                 *held_on.entry(l.key.clone()).or_default() += 1;
             }
         }
@@ -257,11 +281,17 @@ pub(crate) async fn list_all(views: &[View], json: bool) -> Result<i32, Failure>
     if json {
         let mut databases = Vec::with_capacity(views.len());
         for (view, listed) in views.iter().zip(&sections) {
-            databases.push(match listed {
-                Ok((locker, _)) => serde_json::json!({
+            // What `list --json` gives for one database, read again for its
+            // read-write and semaphore annotations: a failure now shows as one.
+            let locks = match listed {
+                Ok((locker, _)) => list_json(locker).await.map_err(|f| f.message().to_owned()),
+                Err(why) => Err(why.clone()),
+            };
+            databases.push(match locks {
+                Ok(locks) => serde_json::json!({
                     "database": view.shown,
                     "reachable": true,
-                    "locks": list_json(locker).await?,
+                    "locks": locks,
                 }),
                 Err(why) => serde_json::json!({
                     "database": view.shown,
@@ -291,14 +321,13 @@ pub(crate) async fn list_all(views: &[View], json: bool) -> Result<i32, Failure>
         }
         println!("DATABASE {} OF {}  {}", i + 1, views.len(), view.shown);
         match listed {
-            Ok((locker, _)) => {
-                list(locker, false).await?;
-            }
+            Ok((_, locks)) if locks.is_empty() => println!("no locks held"),
+            Ok((_, locks)) => print_table(locks),
             Err(why) => println!("unavailable: {}", one_line(why)),
         }
     }
     println!();
-    println!("HELD BY A MAJORITY ({needed} OF {})", views.len());
+    println!("LEASES HELD ON A MAJORITY ({needed} OF {})", views.len());
     if quorum.is_empty() {
         println!("none");
     }

@@ -182,6 +182,14 @@ fn status_and_list_show_each_database_view() {
     let mut holder = quorum(&urls, table, &["run", &k, "--", "sh", "-c", &script])
         .spawn()
         .expect("sqlock starts");
+    // A failed assertion lets the holder finish too, rather than leave it running.
+    struct Finish(std::path::PathBuf);
+    impl Drop for Finish {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, b"");
+        }
+    }
+    let finish = Finish(done.clone());
     let started = std::time::Instant::now();
     while !ready.exists() {
         assert!(started.elapsed() < LIVENESS, "the holder never ran");
@@ -192,7 +200,10 @@ fn status_and_list_show_each_database_view() {
     let o = output(quorum(&urls, table, &["status", &k]));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = stdout(&o);
-    assert!(text.contains("held: on 3 of 3 databases"), "{text}");
+    assert!(
+        text.contains("held: live leases on 3 of 3 databases"),
+        "{text}"
+    );
     for i in 1..=3 {
         let line = text
             .lines()
@@ -220,7 +231,10 @@ fn status_and_list_show_each_database_view() {
     let o = output(quorum(&two_up, table, &["status", &k]));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = stdout(&o);
-    assert!(text.contains("held: on 2 of 3 databases"), "{text}");
+    assert!(
+        text.contains("held: live leases on 2 of 3 databases"),
+        "{text}"
+    );
     assert!(
         text.lines()
             .any(|l| l.starts_with("database 3") && l.contains("unavailable")),
@@ -235,7 +249,7 @@ fn status_and_list_show_each_database_view() {
         assert!(text.contains(&format!("DATABASE {i} OF 3")), "{text}");
     }
     let majority = text
-        .split("HELD BY A MAJORITY")
+        .split("LEASES HELD ON A MAJORITY")
         .nth(1)
         .expect("the summary");
     assert!(majority.contains(&format!("{k}  on 3 of 3")), "{text}");
@@ -250,7 +264,7 @@ fn status_and_list_show_each_database_view() {
         "{v}"
     );
 
-    std::fs::write(&done, b"").unwrap();
+    drop(finish);
     assert_eq!(wait_exit(&mut holder, LIVENESS), 0);
     // Free: not held by a quorum (75); with two of three down, nobody can tell (69).
     let o = output(quorum(&urls, table, &["status", &k]));
@@ -259,6 +273,21 @@ fn status_and_list_show_each_database_view() {
         stdout(&o).contains("not held by a quorum"),
         "{}",
         stdout(&o)
+    );
+    // A lock of another strategy on one database is no part of a quorum lock.
+    let inner = format!(
+        "'{BIN}' --database-url '{}' --database-url '{}' --database-url '{}' --table {table} \
+         status {k}; echo rc=$?",
+        urls[0], urls[1], urls[2]
+    );
+    let o = dbs[0].sqlock(&["run", "--strategy", "insert", &k, "--", "sh", "-c", &inner]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("rc=75"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("database 1") && l.contains("held (insert)")),
+        "{text}"
     );
     let one_up = vec![urls[0].clone(), down(), down()];
     let o = output(quorum(&one_up, table, &["status", &k]));

@@ -336,11 +336,11 @@ impl Locker {
         Ok(row.map(LockInfo::from))
     }
 
-    /// The highest quorum token this database recorded for `key`: the fencing token of
-    /// the last [`Quorum`](crate::Quorum) lock of `key` granted with this database in
-    /// its majority, or 0 when none was. One database's view of a quorum lock (the
-    /// quorum's token is the highest of a majority's), as `sqlock status` shows it
-    /// with several `--database-url`.
+    /// The highest quorum token written on this database for `key`, 0 when none was:
+    /// at least the fencing token of the last [`Quorum`](crate::Quorum) lock of `key`
+    /// granted with this database in its majority (a round that raised the token here
+    /// and then lost leaves it higher). One database's view of a quorum lock, as
+    /// `sqlock status` shows it with several `--database-url`.
     ///
     /// # Errors
     ///

@@ -146,21 +146,25 @@ impl GuardSet {
     }
 
     /// Gives every guard back at once, each in a task of its own, waiting for each at
-    /// most `bound`: how many were still held, of those that answered in time, and the
-    /// first error one of them met. A release not done by then finishes in the
+    /// most `bound`: how many were still held, of those that answered in time, how
+    /// many failed, and the first error of those. A release not done by then finishes in the
     /// background. Cancel safe: dropped, the future leaves the releases to finish.
-    pub(crate) async fn release_at_once(mut self, bound: Duration) -> (usize, Option<Error>) {
+    pub(crate) async fn release_at_once(
+        mut self,
+        bound: Duration,
+    ) -> (usize, usize, Option<Error>) {
         let releases: Vec<_> = std::mem::take(&mut self.guards)
             .into_iter()
             .map(|guard| tokio::spawn(guard.release()))
             .collect();
         let answers = join_all(releases.into_iter().map(|r| tokio::time::timeout(bound, r))).await;
-        let mut held = 0;
+        let (mut held, mut failures) = (0, 0);
         let mut failed = None;
         for answer in answers {
             match answer {
                 Ok(Ok(Ok(true))) => held += 1,
                 Ok(Ok(Err(e))) => {
+                    failures += 1;
                     failed.get_or_insert(e);
                 }
                 // Not held, not answered in time, or the task panicked (its lease
@@ -168,7 +172,7 @@ impl GuardSet {
                 _ => {}
             }
         }
-        (held, failed)
+        (held, failures, failed)
     }
 
     /// Gives every guard back as [`release`](Self::release) does: how many were still

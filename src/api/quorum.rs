@@ -384,9 +384,12 @@ impl QuorumGuard {
     ///
     /// # Errors
     ///
-    /// The first error a database answered, but only when fewer than a majority
-    /// confirmed the release: a majority that did is the answer `true`, whatever the
-    /// rest said (one database down does not make a release fail).
+    /// The first error a database answered, but only when it decides the answer:
+    /// fewer than a majority confirmed the release, and the databases that failed
+    /// could have made one up. A majority that confirmed is the answer `true`,
+    /// whatever the rest said (one database down does not make a release fail; its
+    /// error is logged as a warning), and too few to make a majority even with the
+    /// failed ones is `false`.
     ///
     /// # Cancel safety
     ///
@@ -394,9 +397,15 @@ impl QuorumGuard {
     pub async fn release(self) -> Result<bool> {
         let needed = self.needed;
         match self.set.release_at_once(self.bound).await {
-            (held, _) if held >= needed => Ok(true),
-            (_, Some(e)) => Err(e),
-            (_, None) => Ok(false),
+            (held, _, failed) if held >= needed => {
+                if let Some(e) = failed {
+                    tracing::warn!(key = %self.key, error = %e, "a database of a quorum lock failed its release; a majority confirmed theirs");
+                }
+                Ok(true)
+            }
+            // The failed ones could have made up a majority: the answer is unknown.
+            (held, failures, Some(e)) if held + failures >= needed => Err(e),
+            _ => Ok(false),
         }
     }
 }
