@@ -327,7 +327,7 @@ async fn wait_observed(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn candidates_in_processes_elect_one_leader_at_a_time() -> anyhow::Result<()> {
-    for b in common::backends("election_procs").await {
+    common::on_each(common::backends("election_procs").await, |b| async move {
         let what = b.dialect;
         let admin = b.fresh_table().await?;
         let pool = admin.pool().clone();
@@ -480,8 +480,9 @@ async fn candidates_in_processes_elect_one_leader_at_a_time() -> anyhow::Result<
         let terms: Vec<i64> = seen.iter().flatten().map(|l| l.term).collect();
         assert_eq!(terms, [term1, term2, term3, term4], "{what}: {seen:?}");
         println!("{what}: {verdict}; the follower saw terms {terms:?}");
-    }
-    Ok(())
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]

@@ -167,7 +167,7 @@ async fn waiters_in_processes_are_served_in_arrival_order() -> anyhow::Result<()
 
 #[tokio::test]
 async fn a_killed_waiter_is_skipped_after_its_ttl() -> anyhow::Result<()> {
-    for b in common::backends("fair_killed").await {
+    common::on_each(common::backends("fair_killed").await, |b| async move {
         b.fresh_table().await?;
         // The waiter to be killed has a short TTL, so that its place lapses soon; the
         // live ones a long one, so that a renewal a loaded machine delays never lets
@@ -205,8 +205,9 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() -> anyhow::Result<()> {
             holder.sweep(sqlock::SweepOptions::new()).await?;
             assert_eq!(queued(&b, &holder, &key).await?, 0, "{}", b.dialect);
         }
-    }
-    Ok(())
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
@@ -253,7 +254,7 @@ async fn a_waiter_that_stops_waiting_passes_its_turn_on() -> anyhow::Result<()> 
 /// goes to them in their order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn places_outlive_their_ttl_whatever_the_poll_interval() -> anyhow::Result<()> {
-    for b in common::backends("fair_slow_polls").await {
+    common::on_each(common::backends("fair_slow_polls").await, |b| async move {
         b.fresh_table().await?;
         let holder = fair::locker(&b, Duration::from_secs(60)).await?;
         let slow = b
@@ -294,8 +295,9 @@ async fn places_outlive_their_ttl_whatever_the_poll_interval() -> anyhow::Result
         let t1 = tokio::time::timeout(common::fair::PATIENCE, waiting_first).await???;
         let t2 = tokio::time::timeout(common::fair::PATIENCE, waiting_second).await???;
         assert!(held < t1 && t1 < t2, "{}: {held}, {t1}, {t2}", b.dialect);
-    }
-    Ok(())
+        Ok(())
+    })
+    .await
 }
 
 /// With a short TTL every look of a waiter falls due to renew its place: a waiter two
@@ -304,7 +306,7 @@ async fn places_outlive_their_ttl_whatever_the_poll_interval() -> anyhow::Result
 /// order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_far_back_with_a_short_ttl_learn_of_their_turn() -> anyhow::Result<()> {
-    for b in common::backends("fair_short_ttl").await {
+    common::on_each(common::backends("fair_short_ttl").await, |b| async move {
         b.fresh_table().await?;
         let holder = fair::locker(&b, Duration::from_secs(60)).await?;
         let short = fair::locker(&b, Duration::from_secs(3)).await?;
@@ -333,8 +335,9 @@ async fn waiters_far_back_with_a_short_ttl_learn_of_their_turn() -> anyhow::Resu
             );
             last = token;
         }
-    }
-    Ok(())
+        Ok(())
+    })
+    .await
 }
 
 /// Queries of the queue of `b`'s table, with its times in microseconds since the epoch

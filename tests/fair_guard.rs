@@ -61,7 +61,7 @@ async fn outlives_its_ttl(probe: &Locker, other: &Locker, guard: &LockGuard) -> 
 /// PostgreSQL with notifications, from the notification naming it).
 #[tokio::test]
 async fn the_watchdog_renews_a_fair_hold() -> anyhow::Result<()> {
-    for b in common::backends("fair_guard_renew").await {
+    common::on_each(common::backends("fair_guard_renew").await, |b| async move {
         b.fresh_table().await?;
         for (notify, holder) in lockers(&b, SHORT_TTL).await? {
             let key = format!("renew-{notify}");
@@ -82,8 +82,9 @@ async fn the_watchdog_renews_a_fair_hold() -> anyhow::Result<()> {
             assert!(g.release().await?);
             assert!(holder.lock_info(&key).await?.is_none());
         }
-    }
-    Ok(())
+        Ok(())
+    })
+    .await
 }
 
 /// `extend` on a fair guard moves the row's expiry to the guard's new one; once the

@@ -21,7 +21,7 @@ enum Longer {
 }
 
 const SHORT: Duration = Duration::from_secs(1);
-const LONG: Duration = Duration::from_secs(30);
+const LONG: Duration = Duration::from_secs(8);
 /// A liveness bound: the fixed library grants the key after about `LONG`.
 const GUARD: Duration = Duration::from_secs(60);
 /// Slack between the lost signal and the grant, on top of the lateness of the

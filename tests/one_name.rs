@@ -352,7 +352,7 @@ async fn db_clock_past(b: &common::Backend, locker: &Locker, until: i64) -> anyh
 /// once the write is released, another reader gets in, and a writer does not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewed_shared_holds_keep_the_name_past_their_ttl() -> anyhow::Result<()> {
-    for b in common::backends("one_name_renewed").await {
+    common::on_each(common::backends("one_name_renewed").await, |b| async move {
         let holder = b.fresh_table().await?.new_handle();
         let holder = Locker::builder(holder.pool().clone())
             .table(&b.table)
@@ -428,8 +428,9 @@ async fn renewed_shared_holds_keep_the_name_past_their_ttl() -> anyhow::Result<(
             );
             assert!(g.unwrap().release().await?);
         }
-    }
-    Ok(())
+        Ok(())
+    })
+    .await
 }
 
 /// A read extended past its TTL pushes its name as far, in the same transaction: the
@@ -607,7 +608,7 @@ async fn one_name_worker_process() -> anyhow::Result<()> {
 /// holder's count on the name goes with the name's expiry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_shared_holder_keeps_the_name_until_its_expiry() -> anyhow::Result<()> {
-    for b in common::backends("one_name_crash").await {
+    common::on_each(common::backends("one_name_crash").await, |b| async move {
         let locker = b.fresh_table().await?;
         let admin = b.pool().await?;
         for kind in ["read", "permit"] {
@@ -718,6 +719,7 @@ async fn a_killed_shared_holder_keeps_the_name_until_its_expiry() -> anyhow::Res
                 b.dialect, dead.expires_us, name.expires_us
             );
         }
-    }
-    Ok(())
+        Ok(())
+    })
+    .await
 }

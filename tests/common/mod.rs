@@ -96,6 +96,36 @@ pub async fn backends(name: &str) -> Vec<Backend> {
     backends_of(name, &[Dialect::Sqlite, Dialect::Postgres, Dialect::MySql]).await
 }
 
+/// Runs `body` on every one of `backends` at once, each in a task of its own, and
+/// waits for them all: the backends share nothing (each has a server or a file of its
+/// own), so a test that waits out TTLs waits them out once rather than once per
+/// backend. A body's panic is raised again here; the first error comes back with its
+/// backend named.
+pub async fn on_each<F, Fut>(backends: Vec<Backend>, body: F) -> anyhow::Result<()>
+where
+    F: Fn(Backend) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let mut runs = tokio::task::JoinSet::new();
+    for b in backends {
+        let dialect = b.dialect;
+        let run = body(b);
+        runs.spawn(async move { (dialect, run.await) });
+    }
+    let mut first = None;
+    while let Some(done) = runs.join_next().await {
+        match done {
+            Ok((_, Ok(()))) => {}
+            Ok((dialect, Err(e))) => {
+                first.get_or_insert(e.context(format!("on {dialect}")));
+            }
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
 /// The server backends only (PostgreSQL and MariaDB).
 pub async fn servers(name: &str) -> Vec<Backend> {
     backends_of(name, &[Dialect::Postgres, Dialect::MySql]).await
