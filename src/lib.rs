@@ -92,8 +92,9 @@
 //!   refused there, since `SELECT ... FOR UPDATE` locks a row on one node only.
 //! - Across a PostgreSQL failover to a synchronous standby (`remote_apply`) every
 //!   granted lease survives, and the watchdog rides out an outage shorter than the TTL.
-//! - On PostgreSQL, [`LockerBuilder::notify_waiters`] wakes waiters at a release
-//!   instead of leaving them to their next poll.
+//! - A release wakes the waiters of its key in the same process at once, on every
+//!   database; on PostgreSQL, [`LockerBuilder::notify_waiters`] wakes those of other
+//!   processes too, instead of leaving them to their next poll.
 //!
 //! The project's `docs/deployment.md` says which strategy suits which setup, and why.
 //!

@@ -11,82 +11,14 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use sqlock::Error;
 
 /// A deadline for conditions that take a moment, generous for a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// What the recorder has seen since the test binary started, by metric and labels
-/// (`name{label=value,...}`, labels sorted): counters and gauges as they stand, and
-/// how many samples each histogram has had. A snapshot of the recorder hands over
-/// what changed since the one before (it resets what it read), so the changes are
-/// summed here.
-#[derive(Default)]
-struct Seen {
-    counters: HashMap<String, u64>,
-    gauges: HashMap<String, f64>,
-    samples: HashMap<String, usize>,
-}
-
-fn recorder() -> &'static (Snapshotter, Mutex<Seen>) {
-    static RECORDER: OnceLock<(Snapshotter, Mutex<Seen>)> = OnceLock::new();
-    RECORDER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder
-            .install()
-            .expect("the test binary installs no other recorder");
-        (snapshotter, Mutex::new(Seen::default()))
-    })
-}
-
-/// What the recorder has seen, brought up to date.
-fn seen() -> MutexGuard<'static, Seen> {
-    let (snapshotter, seen) = recorder();
-    let mut seen = seen.lock().unwrap();
-    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-        let key = key.key();
-        let mut labels: Vec<String> = key
-            .labels()
-            .map(|l| format!("{}={}", l.key(), l.value()))
-            .collect();
-        labels.sort();
-        let id = format!("{}{{{}}}", key.name(), labels.join(","));
-        match value {
-            DebugValue::Counter(n) => *seen.counters.entry(id).or_default() += n,
-            // Only ever incremented and decremented: each snapshot hands over the
-            // change since the last one.
-            DebugValue::Gauge(v) => *seen.gauges.entry(id).or_default() += v.into_inner(),
-            DebugValue::Histogram(v) => *seen.samples.entry(id).or_default() += v.len(),
-        }
-    }
-    seen
-}
-
-/// The series id of `name` for a lease of `table`, with `extra` labels.
-fn series(name: &str, table: &str, extra: &[(&str, &str)]) -> String {
-    let mut labels = vec!["strategy=lease".to_owned(), format!("table={table}")];
-    labels.extend(extra.iter().map(|(k, v)| format!("{k}={v}")));
-    labels.sort();
-    format!("{name}{{{}}}", labels.join(","))
-}
-
-fn counter(id: &str) -> u64 {
-    seen().counters.get(id).copied().unwrap_or(0)
-}
-
-fn gauge(id: &str) -> f64 {
-    seen().gauges.get(id).copied().unwrap_or(0.0)
-}
-
-fn samples(id: &str) -> usize {
-    seen().samples.get(id).copied().unwrap_or(0)
-}
+use common::recorded::{counter, gauge, samples, seen, series};
 
 /// Waits until `ready` holds, within [`PATIENCE`].
 async fn until(what: &str, ready: impl Fn() -> bool) -> anyhow::Result<()> {

@@ -23,8 +23,10 @@ async fn handoff(
     strategy: Strategy,
     notify: bool,
 ) -> anyhow::Result<Result<i64, Error>> {
+    // Apart: a release of this process's own pools would wake the waiter without
+    // notifications, which the control without wake-ups below must not see.
     let holder = b
-        .builder()
+        .builder_apart()
         .await?
         .strategy(strategy)
         .notify_waiters(true)
@@ -183,7 +185,8 @@ async fn primitive_handoff(
     waiting: Waiting,
     notify: bool,
 ) -> anyhow::Result<Result<(), Error>> {
-    let holder = b.builder().await?.notify_waiters(true).build()?;
+    // Apart, as in `handoff`.
+    let holder = b.builder_apart().await?.notify_waiters(true).build()?;
     let waiter = b
         .builder()
         .await?

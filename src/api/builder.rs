@@ -118,7 +118,9 @@ impl LockerBuilder {
     /// logged with `tracing` and retried with back-off while waiters poll. A lease
     /// that lapses without a release announces nothing, and for-update waiters wait in
     /// the database as before. Releases from handles without this setting announce
-    /// nothing either: turn it on for every handle on a table.
+    /// nothing to other processes: turn it on for every handle on a table. (Within one
+    /// process a release wakes the key's waiter whatever the setting, on every
+    /// database; this setting is for the waiters of other processes.)
     ///
     /// # Errors
     ///

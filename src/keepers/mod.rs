@@ -1,7 +1,8 @@
 //! The keepers: the background work a handle does for its locks while the application
 //! goes on. The watchdog renews held leases and fires their lost signal; the sweeper
 //! reclaims expired rows, as a call, a task or a schedule inside the database; the
-//! release listener (PostgreSQL) wakes waiters at a release; the presence keeper
+//! release listener (PostgreSQL) wakes waiters at a release, in other processes too,
+//! and the wake-ups of one process wake its own waiters on every server; the presence keeper
 //! holds the marker that tells the others the handle's process lives, and checks the
 //! leases that record it whenever it changes connections.
 
@@ -10,4 +11,5 @@ pub(crate) mod notify;
 pub(crate) mod presence;
 pub(crate) mod scheduled_sweep;
 pub(crate) mod sweeper;
+pub(crate) mod wake;
 pub(crate) mod watchdog;

@@ -244,6 +244,10 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
             }
         };
         let wake = subscribe(handle, place.ticket, place.key);
+        // A release in this process hands the lock on in its own transaction; the
+        // waiter it wakes looks at once (the one woken may not be the one handed it:
+        // its look finds it still waiting, as a poll would).
+        let local = crate::keepers::wake::subscribe(&handle.wake_scope, &[place.key]);
         // When the place was last renewed (as of the statement's sending).
         let mut renewed = sent;
         // The first waiter's polls, at most this far apart: a poll interval longer
@@ -306,6 +310,7 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
             let named = tokio::select! {
                 () = tokio::time::sleep(delay) => None,
                 named = woken(&wake) => Some(named),
+                () = super::wait::woken(Some(&local)) => Some(0),
                 () = tx.closed() => {
                     leave(handle, &place).await;
                     return Ok(None);

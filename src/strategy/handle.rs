@@ -53,6 +53,8 @@ pub(crate) struct Handle {
     /// woken by notifications.
     #[cfg(feature = "postgres")]
     pub(crate) notifier: Option<Arc<crate::keepers::notify::Notifier>>,
+    /// The lock table as this process's wake-ups name it (`keepers/wake.rs`).
+    pub(crate) wake_scope: Arc<str>,
     /// The keys this handle holds, with their strategy, how many guards hold each, and
     /// the longest at-least hold they asked for: a request for one of them with another
     /// strategy is refused before any SQL, and the last release keeps the key that long.
@@ -95,6 +97,7 @@ impl Handle {
             .presence
             .then(|| Arc::new(Presence::new(db.clone(), owner_text.clone())));
         let meter = Meter::new(db.table(), settings.metrics_key);
+        let wake_scope = crate::keepers::wake::scope(&pool, db.table());
         let watchdog = Watchdog::new(
             settings.renew_interval,
             db.clone(),
@@ -119,6 +122,7 @@ impl Handle {
             presence,
             #[cfg(feature = "postgres")]
             notifier,
+            wake_scope,
             holds: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             attempt_ended: Notify::new(),

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::db::retry::{retry_contention, retry_failure};
 use crate::db::values::{Parent, Release};
+use crate::keepers::wake;
 use crate::support::error::{Class, Result};
 use crate::support::strategy_kind::Strategy;
 
@@ -41,11 +42,23 @@ type Boxed<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
 /// for-update holder's for a whole transaction): when the row stays locked, a read that
 /// waits on nothing tells a lease that is gone (`false`) from a short lock (contention,
 /// tried again).
+///
+/// A release that was still ours wakes this process's waiters of the key at once
+/// (`keepers/wake.rs`): they need not wait for their next poll to find it free.
 pub(crate) async fn release(
     handle: &Handle,
     id: &LockId,
     at_least: Option<Duration>,
 ) -> Result<bool> {
+    let ours = give_back(handle, id, at_least).await?;
+    if ours {
+        wake::released(&handle.wake_scope, &id.key);
+    }
+    Ok(ours)
+}
+
+/// [`release`], but for the wake-up.
+async fn give_back(handle: &Handle, id: &LockId, at_least: Option<Duration>) -> Result<bool> {
     // An at-least hold is refused for a fair lock before it is taken. Boxed, its type
     // erased: the handoff's transaction nests deep, and every caller's future (a
     // guard's release, a resignation) would otherwise carry it in its own type, deep

@@ -25,6 +25,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::db::Failure;
+use crate::keepers::wake::{self, LocalSubscription};
 use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
 
@@ -127,6 +128,8 @@ pub(crate) struct Wait<'h> {
     reached: Arc<AtomicBool>,
     #[cfg(feature = "postgres")]
     wakeups: Option<crate::keepers::notify::Subscription>,
+    /// The wake-up by a release in this process, on every server.
+    local: Option<LocalSubscription>,
 }
 
 impl std::fmt::Debug for Wait<'_> {
@@ -158,15 +161,18 @@ impl<'h> Wait<'h> {
             reached: Arc::new(AtomicBool::new(false)),
             #[cfg(feature = "postgres")]
             wakeups: None,
+            local: None,
         }
     }
 
-    /// Also wakes at a release announced for `key` (PostgreSQL's notifications, where
-    /// the handle listens): subscribed now, before the first attempt, so that a
-    /// release announced while an attempt is under way still cuts the pause after it
+    /// Also wakes at a release of `key`: by any handle of this process, on every server
+    /// (`keepers/wake.rs`), and, where the handle listens, announced by PostgreSQL's
+    /// notifications from any process. Subscribed now, before the first attempt, so
+    /// that a release while an attempt is under way still cuts the pause after it
     /// short.
     ///
-    /// Without the feature, or where the handle does not listen, the wait polls.
+    /// A release in another process, where the handle does not listen, is found by
+    /// the wait's polls.
     pub(crate) fn woken_for(self, key: &str) -> Self {
         self.woken_for_any(&[key])
     }
@@ -174,8 +180,8 @@ impl<'h> Wait<'h> {
     /// Also wakes at a release announced for any of `keys` (a multi-lock's keys; a
     /// semaphore's name and the prefix of its permits, which a permit's release wakes),
     /// as [`woken_for`](Self::woken_for) does for one.
-    #[cfg_attr(not(feature = "postgres"), allow(unused_mut, unused_variables))]
     pub(crate) fn woken_for_any(mut self, keys: &[&str]) -> Self {
+        self.local = Some(wake::subscribe(&self.handle.wake_scope, keys));
         #[cfg(feature = "postgres")]
         {
             self.wakeups = self.handle.notifier.as_ref().map(|n| n.subscribe_any(keys));
@@ -263,29 +269,36 @@ impl<'h> Wait<'h> {
         self.lapsed = 0;
         let wake = Instant::now() + delay;
         let until = self.deadline.map_or(wake, |d| wake.min(d));
-        let sleep = tokio::time::sleep_until(until);
-        #[cfg(feature = "postgres")]
-        let woken = match &self.wakeups {
-            Some(w) => {
-                tokio::select! {
-                    () = sleep => false,
-                    () = w.woken() => true,
-                }
-            }
-            None => {
-                sleep.await;
-                false
-            }
-        };
-        #[cfg(not(feature = "postgres"))]
-        let woken = {
-            sleep.await;
-            false
+        let woken = tokio::select! {
+            () = tokio::time::sleep_until(until) => false,
+            () = self.notified() => true,
+            () = woken(self.local.as_ref()) => true,
         };
         if !woken && self.deadline.is_some_and(|d| until >= d) {
             return Err(self.timed_out());
         }
         Ok(())
+    }
+}
+
+impl Wait<'_> {
+    /// Returns at a wake-up by a notification, where the handle listens; never
+    /// otherwise.
+    async fn notified(&self) {
+        #[cfg(feature = "postgres")]
+        if let Some(w) = &self.wakeups {
+            return w.woken().await;
+        }
+        std::future::pending().await
+    }
+}
+
+/// Returns at a wake-up by a release in this process, when subscribed; never
+/// otherwise.
+pub(crate) async fn woken(local: Option<&LocalSubscription>) {
+    match local {
+        Some(w) => w.woken().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -15,6 +15,8 @@ pub mod history;
 pub mod kill;
 pub mod partition;
 pub mod permits;
+#[cfg(feature = "metrics")]
+pub mod recorded;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -258,6 +260,27 @@ impl Backend {
     /// A builder on a new pool, set to this test's table.
     pub async fn builder(&self) -> anyhow::Result<LockerBuilder> {
         Ok(Locker::builder(self.pool().await?).table(&self.table))
+    }
+
+    /// A builder on a new pool that connects unlike the others of this process, as
+    /// another process's would as far as sqlock can tell: on PostgreSQL, with an
+    /// application name of its own. Releases of its handles do not wake this process's
+    /// other waiters (its wake-ups reach only handles whose pools connect alike), so a
+    /// test of notifications sees what they wake alone. Elsewhere, as [`builder`].
+    ///
+    /// [`builder`]: Self::builder
+    pub async fn builder_apart(&self) -> anyhow::Result<LockerBuilder> {
+        let apart = match self.dialect {
+            Dialect::Postgres => {
+                let joint = if self.url.contains('?') { '&' } else { '?' };
+                Backend {
+                    url: format!("{}{joint}application_name=sqlock-test-apart", self.url),
+                    ..self.clone()
+                }
+            }
+            _ => self.clone(),
+        };
+        apart.builder().await
     }
 
     /// A handle on a new pool, on this test's table.
