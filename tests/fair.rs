@@ -634,7 +634,15 @@ async fn a_grant_handed_to_a_waiter_that_left_goes_on() -> anyhow::Result<()> {
             .build()?;
         let key = "departed";
         let guard = holder.acquire(key).await?;
-        let leaving = holder.new_handle();
+        // On a pool apart: the release's wake-up within this process does not reach
+        // it, so it takes the grant up only at its next poll, 30 s on.
+        let leaving = b
+            .builder_apart()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(ttl)
+            .poll_interval(Duration::from_secs(30), Duration::from_secs(30))
+            .build()?;
         let leaving_owner = leaving.owner().to_string();
         let quitting = tokio::spawn(async move { leaving.acquire(key).await.map(drop) });
         until(|| async { Ok(queued(&b, &holder, key).await? == 1) }).await?;

@@ -263,24 +263,50 @@ impl Backend {
     }
 
     /// A builder on a new pool that connects unlike the others of this process, as
-    /// another process's would as far as sqlock can tell: on PostgreSQL, with an
-    /// application name of its own. Releases of its handles do not wake this process's
-    /// other waiters (its wake-ups reach only handles whose pools connect alike), so a
-    /// test of notifications sees what they wake alone. Elsewhere, as [`builder`].
-    ///
-    /// [`builder`]: Self::builder
+    /// another process's would as far as sqlock can tell: its statement cache holds one
+    /// statement fewer than sqlx's default (nothing else changes). Releases of its
+    /// handles do not wake this process's other waiters, nor theirs its own (wake-ups
+    /// within a process reach only handles whose pools connect alike), so a test sees
+    /// what notifications or polls wake alone.
     pub async fn builder_apart(&self) -> anyhow::Result<LockerBuilder> {
-        let apart = match self.dialect {
-            Dialect::Postgres => {
-                let joint = if self.url.contains('?') { '&' } else { '?' };
-                Backend {
-                    url: format!("{}{joint}application_name=sqlock-test-apart", self.url),
-                    ..self.clone()
-                }
+        use std::str::FromStr;
+        const APART: usize = 99;
+        let timeout = Duration::from_secs(10);
+        let pool: DbPool = match self.dialect {
+            Dialect::Postgres => PgPoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(timeout)
+                .connect_with(
+                    sqlx::postgres::PgConnectOptions::from_str(&self.url)?
+                        .statement_cache_capacity(APART),
+                )
+                .await?
+                .into(),
+            Dialect::MySql => MySqlPoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(timeout)
+                .connect_with(
+                    sqlx::mysql::MySqlConnectOptions::from_str(&self.url)?
+                        .statement_cache_capacity(APART),
+                )
+                .await?
+                .into(),
+            _ => {
+                let options = SqliteConnectOptions::new()
+                    .filename(sqlite_path(&self.table))
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .busy_timeout(Duration::from_secs(10))
+                    .statement_cache_capacity(APART);
+                SqlitePoolOptions::new()
+                    .max_connections(8)
+                    .acquire_timeout(timeout)
+                    .connect_with(options)
+                    .await?
+                    .into()
             }
-            _ => self.clone(),
         };
-        apart.builder().await
+        Ok(Locker::builder(pool).table(&self.table))
     }
 
     /// A handle on a new pool, on this test's table.
