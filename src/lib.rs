@@ -123,7 +123,7 @@ mod support;
 pub use api::admin::{LockInfo, Revocation, MAX_LISTED};
 pub use api::builder::{
     LockerBuilder, DEFAULT_KEEPALIVE, DEFAULT_NOTIFY_POLL_MAX, DEFAULT_NOTIFY_POLL_MIN,
-    DEFAULT_POLL_MAX, DEFAULT_POLL_MIN, DEFAULT_TTL,
+    DEFAULT_POLL_MAX, DEFAULT_POLL_MIN, DEFAULT_SERVER_WAITS, DEFAULT_TTL,
 };
 pub use api::election::{Election, DEFAULT_OBSERVE_POLL};
 pub use api::guard::LockGuard;

@@ -1927,3 +1927,123 @@ async fn the_sweep_removes_the_marker_files_of_gone_processes_when_unneeded() ->
     }
     Ok(())
 }
+
+/// A waiter's polls in [`a_waiter_waits_in_the_server_for_a_killed_holder`]: after a
+/// busy answer it looks again 30 s to 60 s later.
+#[cfg(feature = "metrics")]
+const QUIET_POLL: Duration = Duration::from_secs(60);
+
+/// How many sessions of this process wait for the marker `m` in the server (on
+/// PostgreSQL, in the shared form: the holder's standby waits exclusively).
+async fn waiting_here(
+    b: &common::Backend,
+    admin: &DbPool,
+    m: &support::Marker,
+) -> anyhow::Result<usize> {
+    if let support::Marker::Postgres { key, .. } = m {
+        let DbPool::Postgres(p) = admin else {
+            anyhow::bail!("not a PostgreSQL pool");
+        };
+        let sql = format!(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1936813168 \
+             AND objid = {key} AND objsubid = 2 AND mode = 'ShareLock' AND NOT granted"
+        );
+        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(p)
+            .await?;
+        return Ok(usize::try_from(n)?);
+    }
+    let (_, waiters) = support::sessions(b, admin, m, Who::Process(std::process::id())).await?;
+    Ok(waiters.len())
+}
+
+/// Waiting in the server (`LockerBuilder::server_waits`): a waiter that polls once a
+/// minute, seen busy and then waiting in the server for a holder's marker, is granted
+/// the key within moments of the holder's SIGKILL, long before its next poll, with a
+/// higher token. With server waits off, the same waiter never waits in the server, and
+/// is still waiting after the kill. The servers (SQLite has no marker to wait on).
+#[cfg(feature = "metrics")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_waits_in_the_server_for_a_killed_holder() -> anyhow::Result<()> {
+    use common::recorded::counter;
+    /// Shorter than the waiter's first pause: only a wake-up can have it granted.
+    const WITHIN: Duration = Duration::from_secs(20);
+    for b in common::backends("presence_server_wait").await {
+        if b.dialect == Dialect::Sqlite {
+            continue;
+        }
+        b.fresh_table().await?;
+        let busy_id = format!("sqlock_busy_total{{strategy=lease,table={}}}", b.table);
+        for waits in [2, 0] {
+            let key = format!("server-wait-{waits}");
+            let ttl = Duration::from_secs(300);
+            let (mut child, token, _) = spawn_holder(&b, &key, ttl, true).await?;
+            let admin = b.pool().await?;
+            let m = support::recorded(&b, &admin, &key)
+                .await?
+                .context("the lease records no marker")?;
+            let pid = child.id().context("the holder has exited")?;
+            support::watched(&b, &admin, &m, Who::Process(pid)).await?;
+            let waiter = b
+                .builder()
+                .await?
+                .ttl(ttl)
+                .poll_interval(QUIET_POLL, QUIET_POLL)
+                .server_waits(waits)
+                .build()?;
+            let before = counter(&busy_id);
+            let waiting = tokio::spawn({
+                let key = key.clone();
+                let waiter = waiter.clone();
+                async move { waiter.acquire_timeout(&key, WITHIN).await }
+            });
+            let seen = common::eventually(|| async { Ok(counter(&busy_id) > before) }).await?;
+            anyhow::ensure!(
+                seen,
+                "{} ({waits}): the waiter never found the key busy",
+                b.dialect
+            );
+            if waits > 0 {
+                let in_server =
+                    common::eventually(|| async { Ok(waiting_here(&b, &admin, &m).await? > 0) })
+                        .await?;
+                anyhow::ensure!(
+                    in_server,
+                    "{}: the waiter never waited in the server for the marker",
+                    b.dialect
+                );
+            } else {
+                assert_eq!(
+                    waiting_here(&b, &admin, &m).await?,
+                    0,
+                    "{}: a waiter with server waits off waits in the server",
+                    b.dialect
+                );
+            }
+            signal(&child, Signal::SIGKILL)?;
+            let killed = Instant::now();
+            child.wait().await?;
+            if waits == 0 {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                assert!(
+                    !waiting.is_finished(),
+                    "{}: a polling waiter was granted before its next poll",
+                    b.dialect
+                );
+                waiting.abort();
+                continue;
+            }
+            let guard = waiting.await?.map_err(|e| {
+                anyhow::anyhow!("{}: not granted at the holder's kill: {e}", b.dialect)
+            })?;
+            eprintln!(
+                "{}: a killed holder's key granted to a waiter in the server {:?} after the kill",
+                b.dialect,
+                killed.elapsed()
+            );
+            assert!(guard.fencing_token() > token, "{}: tokens rise", b.dialect);
+            assert!(guard.release().await?);
+        }
+    }
+    Ok(())
+}

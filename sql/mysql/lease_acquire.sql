@@ -58,6 +58,9 @@
 -- statement sees the same answer. The row is locked meanwhile: a holder that takes its
 -- marker back afterwards and renews finds the lease taken. Such a takeover is a new
 -- grant: a new token, one hold. A for-update row is never taken this way.
+-- A busy row of another owner that records a marker of this server answers that
+-- marker as holder, so that the waiter can wait in the server for the moment it is
+-- freed (marker_wait.sql); NULL otherwise.
 SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 INSERT INTO `{table}`
     (lock_key, lock_owner, lock_strategy, locked, acquired_at, lock_time, lock_duration,
@@ -128,4 +131,9 @@ RETURNING
     TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) AS expires_us,
     hold_count,
     lock_strategy,
-    CAST(presence_key IS NOT NULL AS SIGNED) AS marked
+    CAST(presence_key IS NOT NULL AS SIGNED) AS marked,
+    IF(lock_owner <> :owner AND locked AND hold_count > 0 AND presence_key IS NOT NULL
+       AND lock_strategy <> 'for-update'
+       AND SUBSTRING_INDEX(SUBSTRING_INDEX(presence_key, ':', 2), ':', -1)
+           = CAST(@@server_id AS CHAR),
+       presence_key, NULL) AS holder

@@ -48,6 +48,13 @@
 -- CASE keeps the order: the lock is tried only for a stamp of this lifetime. Such a
 -- takeover is a new grant: a new token, one hold. A for-update row is never taken
 -- this way (its holder keeps the key's gate anyway).
+--
+-- Busy: a live lease of another owner that records a marker of this lifetime comes
+-- back as it stands in the statement's snapshot, with no hold and with the marker's
+-- key as holder, so that the waiter can wait in the server for the moment that
+-- marker is freed (marker_wait.sql); any other busy lease answers no row. A hint
+-- only: a row changed since the snapshot just makes the waiter wait on a stale
+-- marker until its next poll.
 WITH gate AS MATERIALIZED (
     SELECT pg_try_advisory_xact_lock(hashtextextended(:key, hashtext('{table}'))) AS open
 ), life AS MATERIALIZED (
@@ -111,6 +118,15 @@ RETURNING
     l.lock_strategy,
     CAST(CASE WHEN l.presence_key IS NULL THEN 0 ELSE 1 END AS BIGINT) AS marked
 )
-SELECT lock_owner, fencing_token, expires_us, hold_count, lock_strategy, marked FROM taken
+SELECT lock_owner, fencing_token, expires_us, hold_count, lock_strategy, marked,
+       CAST(NULL AS TEXT) AS holder FROM taken
 UNION ALL
-SELECT '', 0, 0, 0, '', 0 FROM gate WHERE NOT gate.open
+SELECT '', 0, 0, 0, '', 0, NULL FROM gate WHERE NOT gate.open
+UNION ALL
+SELECT b.lock_owner, 0, 0, 0, b.lock_strategy, 0,
+       CAST(b.presence_key & 2147483647 AS TEXT)
+FROM "{table}" AS b, gate, life
+WHERE gate.open AND NOT EXISTS (SELECT 1 FROM taken)
+  AND b.lock_key = :key AND b.locked AND b.lock_owner <> :owner
+  AND b.lock_strategy <> 'for-update'
+  AND (b.presence_key & -4294967296) = life.stamp

@@ -32,6 +32,10 @@ pub const DEFAULT_NOTIFY_POLL_MIN: Duration = Duration::from_millis(100);
 /// wake waiters ([`LockerBuilder::notify_waiters`]).
 pub const DEFAULT_NOTIFY_POLL_MAX: Duration = Duration::from_secs(2);
 
+/// How many of a handle's waiters may wait in the server at once for a crashed
+/// holder, by default ([`LockerBuilder::server_waits`]).
+pub const DEFAULT_SERVER_WAITS: u32 = 2;
+
 /// How often a for-update lock's connection is checked, by default.
 pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(5);
 
@@ -234,6 +238,48 @@ impl LockerBuilder {
         self
     }
 
+    /// How many of the handle's waiters may wait **inside the server** at once for a
+    /// crashed holder. Defaults to 2; `0` turns it off. PostgreSQL and MariaDB; lease
+    /// and insert locks.
+    ///
+    /// A waiter whose attempt finds the key held by a lease that records another
+    /// handle's [presence](Self::presence) marker (the holder had presence on, on this
+    /// server lifetime) waits, for as long as the pause until its next poll, for that
+    /// marker to be freed: a shared advisory lock on PostgreSQL, a `GET_LOCK` with a
+    /// timeout on MariaDB. The server frees the marker only once every connection of
+    /// the holder is gone (its process died), so the waiter tries again within a round
+    /// trip of the server seeing the holder's connections close, rather than at its
+    /// next poll. The wait lets the marker go in the same statement, and the lease row
+    /// stays the truth: the next attempt takes the lease over by the acquisition's own
+    /// check, exactly as a poll would, or finds it busy and waits on.
+    ///
+    /// Each wait runs on a connection of the handle's own, outside the pool, opened
+    /// with the pool's connect options when a wait first needs it and exempt from the
+    /// server's idle and statement timeouts as presence's are; it is kept for the next
+    /// wait and closed when the handle goes. So a handle costs up to this many
+    /// connections more than its pool while its waiters wait on crashed holders'
+    /// markers. Beyond the cap, and where nothing can be waited for (a holder without
+    /// presence, SQLite, a transaction-pooling proxy), waiters poll as before; the
+    /// number of statements a waiter sends does not grow. A lease that lapses without
+    /// a crash, or is released, is still found by the waiter's poll or a release's
+    /// wake-up (see [`notify_waiters`](Self::notify_waiters)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # async fn example(pool: sqlx::SqlitePool) -> Result<(), sqlock::Error> {
+    /// use sqlock::Locker;
+    ///
+    /// // Poll only, with no connection beyond the pool.
+    /// let locker = Locker::builder(pool).server_waits(0).build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn server_waits(mut self, at_most: u32) -> Self {
+        self.settings.server_waits = at_most;
+        self
+    }
+
     /// How the handle's locks are held in the table. Defaults to [`Strategy::Lease`];
     /// a single request may choose another with
     /// [`LockRequest::strategy`](crate::LockRequest::strategy).
@@ -379,6 +425,7 @@ impl Locker {
                 strategy: Strategy::Lease,
                 keepalive: DEFAULT_KEEPALIVE,
                 presence: false,
+                server_waits: DEFAULT_SERVER_WAITS,
                 metrics_key: false,
             },
             poll_set: false,

@@ -527,6 +527,7 @@ impl Semaphore {
                     hold_count: 1,
                     strategy: Strategy::Lease.name().to_owned(),
                     presence: slot.presence,
+                    holder: None,
                 };
                 let (hold, lost) = LeaseHold::start(shared, &id, &grant, sent, renewal);
                 LockGuard::from_held(Held::new(

@@ -55,6 +55,11 @@ pub(crate) struct Grant {
     /// found it held as it ran), and the epoch of the handle's presence it was granted
     /// under (put in by the strategy; the statement answers `Some(0)`).
     pub(crate) presence: Option<u64>,
+    /// On a busy answer, the presence marker the holder's lease records, where it can
+    /// be trusted on this server lifetime: what a waiter may wait for in the server
+    /// (`keepers/server_wait.rs`). `None` otherwise, and where the statement has no
+    /// such column.
+    pub(crate) holder: Option<String>,
 }
 
 impl Grant {

@@ -26,7 +26,7 @@ use super::runner::{On, Runner};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use super::statement::{Mode, Statement, Target};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-use super::values::{Marker, Nothing};
+use super::values::{Marker, MarkerWait, Nothing};
 use super::Db;
 
 /// How many random marker keys a PostgreSQL handle draws before it gives up: one is
@@ -302,6 +302,56 @@ impl Db {
                 let wait: Statement<Marker<'static>> =
                     target(b.table(), MY, sql!("mysql", "presence_wait"));
                 let rows = sqlx::MySql::rows(On::Conn(conn), &wait, &Marker(marker)).await?;
+                Ok(match rows.first() {
+                    Some(row) => sqlx::MySql::int(row, 0)? == 1,
+                    None => false,
+                })
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(sqlx::Error::Protocol(
+                "a presence connection of another server".into(),
+            )),
+        }
+    }
+
+    /// Waits on `conn`, for `wait` at most, until another handle's presence `marker`
+    /// is freed, and lets it go at once (`marker_wait.sql`): `Ok(true)` when it was
+    /// freed (the holder's sessions are gone), `Ok(false)` when the wait ran out. An
+    /// error: the connection failed, or ended. Cancel-safe as
+    /// [`presence_wait`](Self::presence_wait): a dropped wait leaves the connection in
+    /// an unknown state, to be closed.
+    pub(crate) async fn marker_wait(
+        &self,
+        conn: &mut Conn,
+        marker: &str,
+        wait: std::time::Duration,
+    ) -> Result<bool, sqlx::Error> {
+        #[cfg(any(feature = "postgres", feature = "mysql"))]
+        let values = MarkerWait {
+            presence: marker,
+            wait_us: i64::try_from(wait.as_micros()).unwrap_or(i64::MAX),
+        };
+        #[cfg(not(any(feature = "postgres", feature = "mysql")))]
+        let _ = (marker, wait);
+        match (self, conn) {
+            #[cfg(feature = "postgres")]
+            (Db::Postgres(b), Conn::Postgres(conn)) => {
+                let wait: Statement<MarkerWait<'static>> =
+                    target(b.table(), PG, sql!("postgres", "marker_wait"));
+                match sqlx::Postgres::rows(On::Conn(conn), &wait, &values).await {
+                    Ok(rows) => Ok(!rows.is_empty()),
+                    // lock_timeout: the marker is still held.
+                    Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => {
+                        Ok(false)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            #[cfg(feature = "mysql")]
+            (Db::MySql(b), Conn::MySql { conn, .. }) => {
+                let wait: Statement<MarkerWait<'static>> =
+                    target(b.table(), MY, sql!("mysql", "marker_wait"));
+                let rows = sqlx::MySql::rows(On::Conn(conn), &wait, &values).await?;
                 Ok(match rows.first() {
                     Some(row) => sqlx::MySql::int(row, 0)? == 1,
                     None => false,

@@ -117,13 +117,15 @@ pub(crate) trait Runner: sqlx::Database {
     fn int(row: &Self::Row, i: usize) -> Result<i64, sqlx::Error>;
     fn int32(row: &Self::Row, i: usize) -> Result<i32, sqlx::Error>;
     fn text(row: &Self::Row, i: usize) -> Result<String, sqlx::Error>;
+    /// Column `i` of `row` as text that may be NULL.
+    fn text_or_null(row: &Self::Row, i: usize) -> Result<Option<String>, sqlx::Error>;
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     fn flag(row: &Self::Row, i: usize) -> Result<bool, sqlx::Error>;
 }
 
 /// The grants of an acquisition (owner, token, expiry, holds, strategy, and where the
-/// statement answers it, whether it recorded the handle's presence marker), run in an
-/// explicit transaction when `in_tx`.
+/// statement answers them, whether it recorded the handle's presence marker and a busy
+/// holder's marker), run in an explicit transaction when `in_tx`.
 pub(crate) async fn grants<'a, DB: Runner, V: Values>(
     pool: &'a sqlx::Pool<DB>,
     s: &'a Statement<V>,
@@ -140,6 +142,10 @@ pub(crate) async fn grants<'a, DB: Runner, V: Values>(
                 hold_count: DB::int32(r, 3)?,
                 strategy: DB::text(r, 4)?,
                 presence: marked::<DB>(r, 5)?,
+                holder: match r.len() > 6 {
+                    true => DB::text_or_null(r, 6)?,
+                    false => None,
+                },
             })
         })
         .collect()
@@ -338,6 +344,10 @@ macro_rules! runner {
             }
 
             fn text(row: &Self::Row, i: usize) -> Result<String, sqlx::Error> {
+                row.try_get(i)
+            }
+
+            fn text_or_null(row: &Self::Row, i: usize) -> Result<Option<String>, sqlx::Error> {
                 row.try_get(i)
             }
 

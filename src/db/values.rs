@@ -341,6 +341,13 @@ values! {
         wait_us: i64 = WaitUs,
     }
 
+    /// A wait in the server, for `wait_us` at most, for another handle's presence
+    /// marker `presence` to be freed (`marker_wait.sql`).
+    MarkerWait<'a> {
+        presence: &'a str = Presence,
+        wait_us: i64 = WaitUs,
+    }
+
     /// The for-update strategy's grant to `owner`, putting back `setting` (the
     /// `lock_timeout` its bound replaced, on PostgreSQL).
     RowGrant<'a> {

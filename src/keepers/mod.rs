@@ -4,12 +4,14 @@
 //! release listener (PostgreSQL) wakes waiters at a release, in other processes too,
 //! and the wake-ups of one process wake its own waiters on every server; the presence keeper
 //! holds the marker that tells the others the handle's process lives, and checks the
-//! leases that record it whenever it changes connections.
+//! leases that record it whenever it changes connections; the server waits wake a
+//! waiter the moment a crashed holder's marker is freed.
 
 #[cfg(feature = "postgres")]
 pub(crate) mod notify;
 pub(crate) mod presence;
 pub(crate) mod scheduled_sweep;
+pub(crate) mod server_wait;
 pub(crate) mod sweeper;
 pub(crate) mod wake;
 pub(crate) mod watchdog;

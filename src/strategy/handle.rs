@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::db::{Db, DbPool, Failure};
 use crate::keepers::presence::Presence;
+use crate::keepers::server_wait::ServerWaits;
 use crate::keepers::watchdog::Watchdog;
 use crate::support::error::Class;
 use crate::support::metrics::Meter;
@@ -30,6 +31,8 @@ pub(crate) struct Settings {
     pub(crate) strategy: Strategy,
     pub(crate) keepalive: Duration,
     pub(crate) presence: bool,
+    /// How many waits may wait in the server at once (`keepers/server_wait.rs`).
+    pub(crate) server_waits: u32,
     /// Whether the key is a label of the handle's metrics.
     pub(crate) metrics_key: bool,
 }
@@ -55,6 +58,8 @@ pub(crate) struct Handle {
     pub(crate) notifier: Option<Arc<crate::keepers::notify::Notifier>>,
     /// The lock table as this process's wake-ups name it (`keepers/wake.rs`).
     pub(crate) wake_scope: Arc<str>,
+    /// The waits in the server for crashed holders' markers.
+    pub(crate) server_waits: ServerWaits,
     /// The keys this handle holds, with their strategy, how many guards hold each, and
     /// the longest at-least hold they asked for: a request for one of them with another
     /// strategy is refused before any SQL, and the last release keeps the key that long.
@@ -123,6 +128,7 @@ impl Handle {
             #[cfg(feature = "postgres")]
             notifier,
             wake_scope,
+            server_waits: ServerWaits::new(settings.server_waits),
             holds: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             attempt_ended: Notify::new(),

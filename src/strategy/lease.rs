@@ -62,16 +62,21 @@ async fn attempt_once(handle: &Handle, ask: &Ask) -> Result<Option<Grant>, Failu
         gone: "",
     };
     let Some(mut grant) = handle.db.lease_acquire(&acquire).await?.into_iter().next() else {
+        handle.server_waits.seen(&ask.key, None);
         return Ok(None);
     };
     if grant.gate_closed() {
         return Err(Failure::row_locked(Class::Contention, &ask.key));
     }
     // Another owner's lease; or ours, kept by an at-least hold after its release with
-    // no hold left (MariaDB answers the row as it stands): busy for us too.
+    // no hold left (MariaDB answers the row as it stands): busy for us too. The
+    // holder's marker, where the statement answers one, is what the wait may wait for
+    // in the server.
     if grant.owner != handle.owner_text || grant.hold_count < 1 {
+        handle.server_waits.seen(&ask.key, grant.holder.take());
         return Ok(None);
     }
+    handle.server_waits.seen(&ask.key, None);
     if grant.strategy != ask.recorded() {
         // Ours, held otherwise, and left as it was (MariaDB answers the row as it
         // stands; the others answer nothing then). The write side of a read-write lock

@@ -25,6 +25,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::db::Failure;
+use crate::keepers::server_wait::Started;
 use crate::keepers::wake::{self, LocalSubscription};
 use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
@@ -130,6 +131,9 @@ pub(crate) struct Wait<'h> {
     wakeups: Option<crate::keepers::notify::Subscription>,
     /// The wake-up by a release in this process, on every server.
     local: Option<LocalSubscription>,
+    /// A crashed holder's marker this wait's wait in the server saw freed: not waited
+    /// for again (should its lease stay busy, the wait polls).
+    freed: Option<String>,
 }
 
 impl std::fmt::Debug for Wait<'_> {
@@ -162,6 +166,7 @@ impl<'h> Wait<'h> {
             #[cfg(feature = "postgres")]
             wakeups: None,
             local: None,
+            freed: None,
         }
     }
 
@@ -269,10 +274,22 @@ impl<'h> Wait<'h> {
         self.lapsed = 0;
         let wake = Instant::now() + delay;
         let until = self.deadline.map_or(wake, |d| wake.min(d));
+        // Where the last attempt found the key held by a lease recording another
+        // handle's marker, the pause waits in the server for that marker too.
+        let mut server = self.handle.server_waits.start(
+            &self.handle.db,
+            &self.key,
+            until.saturating_duration_since(Instant::now()),
+            self.freed.as_deref(),
+        );
         let woken = tokio::select! {
             () = tokio::time::sleep_until(until) => false,
             () = self.notified() => true,
             () = woken(self.local.as_ref()) => true,
+            () = freed(server.as_mut()) => {
+                self.freed = server.map(|s| s.marker);
+                true
+            }
         };
         if !woken && self.deadline.is_some_and(|d| until >= d) {
             return Err(self.timed_out());
@@ -290,6 +307,15 @@ impl Wait<'_> {
             return w.woken().await;
         }
         std::future::pending().await
+    }
+}
+
+/// Returns once a wait in the server saw a crashed holder's marker freed, when one
+/// runs; never otherwise.
+async fn freed(server: Option<&mut Started>) {
+    match server {
+        Some(s) => s.freed().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -257,9 +257,16 @@ impl Backend {
         })
     }
 
-    /// A builder on a new pool, set to this test's table.
+    /// A builder on a new pool, set to this test's table; with
+    /// `SQLOCK_TEST_SERVER_WAITS=0` in the environment, its waiters never wait in the
+    /// server (`LockerBuilder::server_waits`), so that the suite can be run with that
+    /// off too.
     pub async fn builder(&self) -> anyhow::Result<LockerBuilder> {
-        Ok(Locker::builder(self.pool().await?).table(&self.table))
+        let builder = Locker::builder(self.pool().await?).table(&self.table);
+        Ok(match std::env::var("SQLOCK_TEST_SERVER_WAITS") {
+            Ok(n) => builder.server_waits(n.parse()?),
+            Err(_) => builder,
+        })
     }
 
     /// A builder on a new pool that connects unlike the others of this process, as

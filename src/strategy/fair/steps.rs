@@ -242,6 +242,7 @@ async fn take_up<B: Backend>(
         hold_count: 1,
         strategy: "fair".to_owned(),
         presence: marked.then_some(0),
+        holder: None,
     }))
 }
 

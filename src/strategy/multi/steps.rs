@@ -54,6 +54,7 @@ pub(crate) async fn acquire<B: Backend>(b: &B, all: &AcquireAll<'_>) -> Result<T
             hold_count: B::Db::int32(r, 4)?,
             strategy: B::Db::text(r, 5)?,
             presence: crate::db::runner::marked::<B::Db>(r, 6)?,
+            holder: None,
         };
         by_key.insert(key, grant);
     }

@@ -74,6 +74,7 @@ pub(crate) async fn read<B: Backend>(b: &B, a: &Acquire<'_>) -> Result<Read, sql
             hold_count: B::Db::int32(r, 3)?,
             strategy: B::Db::text(r, 4)?,
             presence: runner::marked::<B::Db>(r, 5)?,
+            holder: None,
         },
         None => {
             drop(rows);

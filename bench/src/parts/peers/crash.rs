@@ -51,8 +51,9 @@ pub(crate) const SQLOCK_VARIANTS: &[SqlockVariant] = &[
         freed_by: |_| "the server ending the dead session's transaction".into(),
         ttl: None,
     },
-    // A waiter learns of a dead holder's presence at its next attempt, so its polling
-    // bounds the time to the grant: the default polls at most every 500 ms, the second
+    // A waiter learns of a dead holder's presence when the server frees its marker
+    // (it waits in the server for it, `server_waits`, on by default), or at its next
+    // attempt where it cannot: the default polls at most every 500 ms, the second
     // variant every 10 ms at most.
     SqlockVariant {
         name: "lease, presence",
