@@ -901,3 +901,104 @@ async fn a_lapsed_place_goes_when_its_waiter_joins_again() -> anyhow::Result<()>
     }
     Ok(())
 }
+
+/// A fair release nobody is queued for frees the lock in one statement without the
+/// key's gate, and a fair acquisition nobody is queued for takes it in one: a waiter
+/// whose join commits while a release runs is never left queued behind a free lock.
+/// Rounds in which a holder releases just as a waiter arrives (on a pool apart, so that
+/// no wake-up of this process reaches it, and polling once a minute, so that no poll
+/// of its own can mend a lock left free): after the release, the table never shows the
+/// lock free with the waiter's place queued and no grant handed to it; the waiter
+/// either takes the free lock as it arrives or is handed it by the release.
+#[tokio::test]
+async fn a_release_racing_a_join_leaves_no_free_lock_behind_a_waiter() -> anyhow::Result<()> {
+    const ROUNDS: u32 = 24;
+    for b in common::backends("fair_race").await {
+        b.fresh_table().await?;
+        let d = b.dialect;
+        let ttl = Duration::from_secs(60);
+        let holder = b
+            .builder()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(ttl)
+            .build()?;
+        let waiter = b
+            .builder_apart()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(ttl)
+            .poll_interval(Duration::from_secs(60), Duration::from_secs(60))
+            .build()?;
+        let key = "race";
+        let stranded = stranded_sql(&b, key);
+        let handed = format!(
+            "SELECT COUNT(*) FROM {} WHERE lock_key = '{key}' AND granted_token IS NOT NULL",
+            queue_of(&b)
+        );
+        let (mut took, mut given) = (0, 0);
+        for round in 0..ROUNDS {
+            let guard = holder.acquire(key).await?;
+            let w = waiter.clone();
+            let waiting = tokio::spawn(async move { w.acquire(key).await });
+            // The release at a different point of the waiter's arrival each round.
+            match round % 3 {
+                0 => tokio::task::yield_now().await,
+                n => tokio::time::sleep(Duration::from_millis(u64::from(n))).await,
+            }
+            assert!(guard.release().await?, "{d}");
+            let deadline = tokio::time::Instant::now() + DEADLINE;
+            loop {
+                assert_eq!(
+                    b.scalar(holder.pool(), &stranded).await?,
+                    0,
+                    "{d}, round {round}: the lock stands free behind a queued waiter"
+                );
+                if waiting.is_finished() {
+                    let g = waiting.await??;
+                    assert!(g.release().await?, "{d}");
+                    took += 1;
+                    break;
+                }
+                if b.scalar(holder.pool(), &handed).await? > 0 {
+                    // Handed on by the release: the waiter would take it up at its
+                    // next look, a minute on. It stops waiting instead, giving it back.
+                    waiting.abort();
+                    given += 1;
+                    break;
+                }
+                anyhow::ensure!(tokio::time::Instant::now() < deadline, "{d}: stuck");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            until(|| async {
+                Ok(queued(&b, &holder, key).await? == 0 && holder.lock_info(key).await?.is_none())
+            })
+            .await?;
+        }
+        println!("{d}: taken on arrival {took}, handed on by the release {given}");
+    }
+    Ok(())
+}
+
+/// The fair queue's table of `b`.
+fn queue_of(b: &common::Backend) -> String {
+    match b.dialect {
+        Dialect::MySql => format!("`{}_queue`", b.table),
+        _ => format!("\"{}_queue\"", b.table),
+    }
+}
+
+/// How many live places of `key` have no grant while its lock stands free (released,
+/// not lapsed: the tests that use it hold long leases).
+fn stranded_sql(b: &common::Backend, key: &str) -> String {
+    let free = match b.dialect {
+        Dialect::Postgres => "NOT l.locked",
+        _ => "l.locked = 0",
+    };
+    format!(
+        "SELECT COUNT(*) FROM {q} AS q JOIN {t} AS l ON l.lock_key = q.lock_key \
+         WHERE q.lock_key = '{key}' AND q.granted_token IS NULL AND {free}",
+        q = queue_of(b),
+        t = b.quoted()
+    )
+}

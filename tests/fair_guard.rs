@@ -257,7 +257,10 @@ async fn reentry_while_waiters_are_queued() -> anyhow::Result<()> {
             let waiting = tokio::spawn(async move { waiter.acquire(&k).await });
             until(|| async { Ok(queued(&b, &holder, &key).await? == 1) }).await?;
 
-            let again = holder.try_acquire(&key).await?.context("a try re-entry")?;
+            let again = holder
+                .try_acquire(&key)
+                .await?
+                .with_context(|| format!("a try re-entry {} {notify}", b.dialect))?;
             assert_eq!(again.hold_count(), 2);
             assert_eq!(again.fencing_token(), outer.fencing_token());
             let inner = tokio::time::timeout(DEADLINE, holder.acquire(&key)).await??;

@@ -101,3 +101,32 @@ async fn a_fair_release_wakes_the_waiter_it_hands_the_lock_to() -> anyhow::Resul
     })
     .await
 }
+
+/// An operator's `force_release_now` in this process wakes the key's waiters here as a
+/// holder's release does: the waiter, polling once a minute and seen busy first, is
+/// granted long before its next poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_release_now_wakes_a_waiter_of_this_process() -> anyhow::Result<()> {
+    common::on_each(common::backends("local_wake_force").await, |b| async move {
+        b.fresh_table().await?;
+        let key = "wake-force";
+        let holder = quiet(&b, Strategy::Lease).await?;
+        let waiter = quiet(&b, Strategy::Lease).await?;
+        let operator = quiet(&b, Strategy::Lease).await?;
+        let guard = holder.acquire(key).await?;
+        let before = busy("lease", &b.table);
+        let waiting = tokio::spawn(async move { waiter.acquire_timeout(key, WITHIN).await });
+        let seen = common::eventually(|| async { Ok(busy("lease", &b.table) > before) }).await?;
+        anyhow::ensure!(seen, "{}: the waiter never found the key busy", b.dialect);
+        let held = guard.fencing_token();
+        assert!(operator.force_release_now(key).await?, "{}", b.dialect);
+        let next = waiting
+            .await?
+            .map_err(|e| anyhow::anyhow!("{}: not woken by the forced release: {e}", b.dialect))?;
+        assert!(next.fencing_token() > held, "{}", b.dialect);
+        assert!(next.release().await?);
+        drop(guard);
+        Ok(())
+    })
+    .await
+}

@@ -189,6 +189,84 @@ async fn a_multi_lock_attempt_is_one_statement() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A fair lock nobody waits for costs what a lease costs, on every server: one
+/// statement to take it (waiting or not) and one to give it back. With a waiter queued,
+/// the release goes through the queue (under the key's gate, handing the lock on), and
+/// so does the waiter's own release, which finds the queue empty and clears its flag:
+/// the next cycle is one statement each way again.
+#[tokio::test]
+async fn a_fair_lock_nobody_waits_for_is_one_statement_each_way() -> anyhow::Result<()> {
+    for b in common::backends("metrics_fair").await {
+        let d = b.dialect;
+        let t = b.table.as_str();
+        b.fresh_table().await?;
+        // No renewal ticks during the count.
+        let a = b
+            .builder()
+            .await?
+            .strategy(sqlock::Strategy::Fair)
+            .ttl(Duration::from_secs(600))
+            .build()?;
+        let other = a.new_handle();
+        let statements = statements_of(t);
+        for h in [&a, &other] {
+            let g = h.try_acquire("warm-up").await?.expect("a free key");
+            assert!(g.release().await?, "{d}");
+        }
+        let cost = |before: u64| counter(&statements) - before;
+        let cycle = |what: &'static str| {
+            let a = a.clone();
+            async move {
+                let s = counter(&statements_of(t));
+                let g = a.try_acquire("fair").await?.expect("free");
+                assert_eq!(
+                    counter(&statements_of(t)) - s,
+                    1,
+                    "{d}: {what}: a try's grant"
+                );
+                let s = counter(&statements_of(t));
+                assert!(g.release().await?);
+                assert_eq!(
+                    counter(&statements_of(t)) - s,
+                    1,
+                    "{d}: {what}: its release"
+                );
+                let s = counter(&statements_of(t));
+                let g = a.acquire("fair").await?;
+                assert_eq!(
+                    counter(&statements_of(t)) - s,
+                    1,
+                    "{d}: {what}: a wait's grant"
+                );
+                Ok::<_, anyhow::Error>(g)
+            }
+        };
+        let held = cycle("nobody queued").await?;
+        let waiting = tokio::spawn(async move { other.acquire("fair").await });
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while common::fair::queued(&b, &a, "fair").await? == 0 {
+            anyhow::ensure!(tokio::time::Instant::now() < deadline, "{d}: never queued");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let s = counter(&statements);
+        assert!(held.release().await?);
+        assert!(
+            cost(s) > 1,
+            "{d}: a release with a waiter queued hands it on"
+        );
+        let handed = tokio::time::timeout(PATIENCE, waiting).await???;
+        assert!(handed.release().await?, "{d}");
+        let again = cycle("after the queue emptied").await?;
+        assert!(again.release().await?, "{d}");
+    }
+    Ok(())
+}
+
+/// The series name of the statements sent on table `t`.
+fn statements_of(t: &str) -> String {
+    format!("sqlock_statements_total{{table={t}}}")
+}
+
 /// What a read-write lock's steps cost, in statements, on every server (its reads hold
 /// the name in shared mode): a read's grant is three (the key's gate, the read, the
 /// name's mark), a read's last release two (the read, the name's count); the write

@@ -6,7 +6,7 @@ mod common;
 
 use std::borrow::Cow;
 
-use sqlock::{DbPool, Dialect, Locker};
+use sqlock::{DbPool, Dialect, Locker, Strategy};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::SqlSafeStr;
 
@@ -180,8 +180,10 @@ async fn folder_applied_like_sqlx_cli_satisfies_the_library() -> anyhow::Result<
 }
 
 /// A database that has all of sqlock's migrations but the newest (as a deployment
-/// made before it has), applied like sqlx-cli, with locks in its table: the library's
-/// `migrate` applies the newest alone, and read-write locks work on the table after.
+/// made before it has), applied like sqlx-cli, with a lock in its table: the library's
+/// `migrate` applies the newest alone, and locks of every kind work on the table after.
+/// (A read is taken before: this version's lease statements read the newest column,
+/// `queued`, which is why the migration comes before its processes.)
 #[tokio::test]
 async fn an_existing_database_takes_the_newest_migration() -> anyhow::Result<()> {
     for b in common::backends("migrate_upgrade").await {
@@ -202,10 +204,17 @@ async fn an_existing_database_takes_the_newest_migration() -> anyhow::Result<()>
         run(&before, &pool).await?;
         let locker = Locker::new(pool.clone())?;
         let (reader, writer) = (locker.new_handle(), locker.new_handle());
-        let plain = locker.try_acquire("plain").await?.expect("plain");
         let read = reader.read_lock("doc").try_acquire().await?.expect("doc");
 
         sqlock::migrate(&pool).await?;
+        let plain = locker.try_acquire("plain").await?.expect("plain");
+        let fair = locker
+            .lock("fair")
+            .strategy(Strategy::Fair)
+            .try_acquire()
+            .await?
+            .expect("fair");
+        assert!(fair.release().await?);
         let ours = b
             .scalar(&pool, "SELECT COUNT(*) FROM _sqlock_migrations")
             .await?;

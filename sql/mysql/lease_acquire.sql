@@ -10,15 +10,12 @@
 -- A row an at-least hold keeps (LockRequest::at_least: released, hold_count 0, locked
 -- until its hold ends) is busy for its own owner too: only a row with holds is
 -- re-entered, and "ours" below means our owner, our strategy and a hold. Such a row
--- comes back as it stands, with no hold: busy, never a grant. hold_count is assigned
--- second, and reads the same before and after when the row is not taken (0) and more
--- than 0 after when it is, so every test of it below agrees with the first.
+-- comes back as it stands, with no hold: busy, never a grant.
 --
 -- MariaDB evaluates the assignments below from left to right and each one sees the
--- columns assigned before it. The take condition reads locked, expires_at, lock_owner
--- and lock_strategy, so those are assigned last, lock_strategy and then lock_owner first
--- among them: once the row is ours the condition stays true for the rest, and while it
--- is not nothing changes. The last three test for "ours" as owner and strategy both.
+-- columns assigned before it, so the take test is made once, in the first, before any
+-- column changes, and kept in @sqlock_take for the others: every assignment of the
+-- statement sees the same answer, and while it is false nothing changes.
 -- The token is drawn in the UPDATE part, under the row lock, so tokens rise in grant
 -- order; GREATEST() keeps them rising even past a token the sequence never issued.
 -- No wait on a row lock: a for-update holder keeps the key's row locked for its whole
@@ -53,11 +50,15 @@
 -- second before the start.
 -- A restarted server holds no name of before its start, which says nothing of their
 -- holders. MariaDB evaluates AND from left to right and stops at the first false, so
--- Uptime is read only for a free marker. The test is made once, in the first
--- assignment, and kept in @sqlock_gone for the others, so that every assignment of the
--- statement sees the same answer. The row is locked meanwhile: a holder that takes its
+-- Uptime is read only for a free marker. The row is locked meanwhile: a holder that takes its
 -- marker back afterwards and renews finds the lease taken. Such a takeover is a new
 -- grant: a new token, one hold. A for-update row is never taken this way.
+-- The fair strategy (:strategy 'fair') takes a key this way only while no fair waiter
+-- is queued for it (queued, see the migration): one statement for a fair lock nobody
+-- waits for, and never a grant past a waiter. The update reads the flag on the row's
+-- latest version, under its lock, so a join committed before this statement locked
+-- the row is seen by it. A live hold of the owner's own is re-entered all the same. A
+-- fair attempt that finds waiters queued joins the queue (fair/steps.rs).
 -- A busy row of another owner that records a marker of this server answers that
 -- marker as holder, so that the waiter can wait in the server for the moment it is
 -- freed (marker_wait.sql); NULL otherwise.
@@ -75,61 +76,49 @@ FROM `{table}_fence`
 WHERE bucket = CRC32(:key) % 1024
 FOR UPDATE SKIP LOCKED
 ON DUPLICATE KEY UPDATE
-    fencing_token = IF((@sqlock_gone := (presence_key IS NOT NULL
-            AND lock_owner <> VALUES(lock_owner) AND lock_strategy <> 'for-update'
-            AND IS_USED_LOCK(presence_key) IS NULL
-            AND SUBSTRING_INDEX(SUBSTRING_INDEX(presence_key, ':', 2), ':', -1)
-                = CAST(@@server_id AS CHAR)
-            AND acquired_at >= UTC_TIMESTAMP() + INTERVAL 1 SECOND - INTERVAL (SELECT VARIABLE_VALUE
-                FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'UPTIME') SECOND))
-        OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
-            AND hold_count > 0),
+    fencing_token = IF((@sqlock_take := (
+            (VALUES(lock_strategy) <> 'fair' OR NOT queued
+             OR (locked AND lock_owner = VALUES(lock_owner) AND lock_strategy = 'fair'
+                 AND hold_count > 0 AND expires_at > VALUES(lock_time)))
+            AND ((presence_key IS NOT NULL
+                  AND lock_owner <> VALUES(lock_owner) AND lock_strategy <> 'for-update'
+                  AND IS_USED_LOCK(presence_key) IS NULL
+                  AND SUBSTRING_INDEX(SUBSTRING_INDEX(presence_key, ':', 2), ':', -1)
+                      = CAST(@@server_id AS CHAR)
+                  AND acquired_at >= UTC_TIMESTAMP() + INTERVAL 1 SECOND - INTERVAL (SELECT VARIABLE_VALUE
+                      FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'UPTIME') SECOND)
+                 OR NOT locked OR expires_at <= VALUES(lock_time)
+                 OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
+                     AND hold_count > 0)))),
                        IF(locked AND lock_owner = VALUES(lock_owner) AND expires_at > VALUES(lock_time),
                           fencing_token, GREATEST(NEXTVAL(`{table}_fence_seq`), fencing_token + 1)),
                        fencing_token),
-    hold_count = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
-            AND hold_count > 0),
+    hold_count = IF(@sqlock_take,
                     IF(locked AND lock_owner = VALUES(lock_owner) AND expires_at > VALUES(lock_time),
                        hold_count + 1, 1),
                     hold_count),
-    lock_time = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
-            AND hold_count > 0),
-                   VALUES(lock_time), lock_time),
-    lock_duration = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
-            AND hold_count > 0),
-                       VALUES(lock_duration), lock_duration),
-    lock_strategy = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
-            AND hold_count > 0),
-                       VALUES(lock_strategy), lock_strategy),
-    lock_owner = IF(@sqlock_gone OR NOT locked OR expires_at <= VALUES(lock_time)
-        OR (lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
-            AND hold_count > 0),
-                    VALUES(lock_owner), lock_owner),
-    -- lock_owner is ours with holds from here on when the row was taken; a hold count
-    -- above one tells a re-entry, which keeps the later of the two expiries.
-    presence_key = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
-                      AND hold_count > 0,
-                      VALUES(presence_key), presence_key),
-    expires_at = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
-                      AND hold_count > 0,
+    -- hold_count is more than one from here on for a re-entry, which keeps the later
+    -- of the two expiries and the first acquired_at.
+    expires_at = IF(@sqlock_take,
                     IF(hold_count > 1, GREATEST(expires_at, VALUES(expires_at)), VALUES(expires_at)),
                     expires_at),
-    acquired_at = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
-                      AND hold_count > 0,
+    acquired_at = IF(@sqlock_take,
                      IF(hold_count > 1, acquired_at, VALUES(acquired_at)),
                      acquired_at),
-    locked = IF(lock_owner = VALUES(lock_owner) AND lock_strategy = VALUES(lock_strategy)
-                      AND hold_count > 0, TRUE, locked)
+    lock_time = IF(@sqlock_take, VALUES(lock_time), lock_time),
+    lock_duration = IF(@sqlock_take, VALUES(lock_duration), lock_duration),
+    lock_strategy = IF(@sqlock_take, VALUES(lock_strategy), lock_strategy),
+    lock_owner = IF(@sqlock_take, VALUES(lock_owner), lock_owner),
+    presence_key = IF(@sqlock_take, VALUES(presence_key), presence_key),
+    locked = IF(@sqlock_take, TRUE, locked)
 RETURNING
     lock_owner,
     fencing_token,
     TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) AS expires_us,
-    hold_count,
+    -- A row left as it stands whose lease has lapsed answers no hold: busy, never a
+    -- grant (a fair attempt's own lapsed hold, with waiters queued). A grant's expiry
+    -- always lies ahead of the statement's time, which UTC_TIMESTAMP(6) is.
+    IF(expires_at > UTC_TIMESTAMP(6), hold_count, 0) AS hold_count,
     lock_strategy,
     CAST(presence_key IS NOT NULL AS SIGNED) AS marked,
     IF(lock_owner <> :owner AND locked AND hold_count > 0 AND presence_key IS NOT NULL

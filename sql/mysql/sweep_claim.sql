@@ -3,9 +3,12 @@
 -- passes over rows another transaction holds, a for-update lock's above all, so a
 -- sweep never waits on a held lock. A row released this instant (its expiry is now)
 -- already counts: the bound is inclusive.
+-- A row fair waiters are queued for (queued, see the migration) stays: its flag keeps
+-- a fair newcomer from taking the key in one statement past them.
 SELECT lock_key FROM `{table}`
 WHERE expires_at <= UTC_TIMESTAMP(6) - INTERVAL :grace_us MICROSECOND
   AND lock_strategy <> 'for-update'
+  AND NOT queued
 ORDER BY expires_at
 LIMIT :limit
 FOR UPDATE SKIP LOCKED

@@ -7,11 +7,15 @@
 -- A row with no hold left, revoked by an operator (force_release), is deleted by its
 -- holder's release at once, whatever its at-least hold: that is the holder giving it
 -- back, and a revoked lease never outlasts the expiry it had.
+-- A row fair waiters are queued for (queued, see the migration) is not deleted: it
+-- carries the flag, and is freed instead (lease_release, which the caller sends when
+-- this changes nothing), for the queue to hand it on.
 DELETE FROM "{table}"
 WHERE lock_key = :key
   AND lock_owner = :owner
   AND fencing_token = :token
   AND locked
+  AND NOT queued
   AND expires_at - statement_timestamp() > INTERVAL '0'
   AND (hold_count = 0
        OR (hold_count = 1 AND acquired_at + :at_least_us * INTERVAL '1 microsecond' <= statement_timestamp()))

@@ -14,6 +14,9 @@
 -- of an acquisition and a release then waits for one flush, not two.
 -- A row with no hold left, revoked by an operator (force_release), is deleted by its
 -- holder's release too: that is the holder giving it back.
+-- A row fair waiters are queued for (queued, see the migration) is not deleted: it
+-- carries the flag, and is freed instead (lease_release, which the caller sends when
+-- this changes nothing), for the queue to hand it on.
 WITH relaxed AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true) AS setting
 ), released AS (
@@ -23,6 +26,7 @@ WITH relaxed AS MATERIALIZED (
       AND lock_owner = :owner
       AND fencing_token = :token
       AND locked
+      AND NOT queued
       AND hold_count <= 1
       AND expires_at - statement_timestamp() > INTERVAL '0'
     RETURNING lock_key

@@ -49,6 +49,13 @@
 -- takeover is a new grant: a new token, one hold. A for-update row is never taken
 -- this way (its holder keeps the key's gate anyway).
 --
+-- The fair strategy (:strategy 'fair') takes a key this way only while no fair waiter
+-- is queued for it (queued, see the migration): one statement for a fair lock nobody
+-- waits for, and never a grant past a waiter. ON CONFLICT reads the flag on the
+-- row's latest version, under its lock, so a join committed before this statement
+-- locked the row is seen by it. A live hold of the owner's own is re-entered all the
+-- same. A fair attempt that finds waiters queued joins the queue (fair/steps.rs).
+--
 -- Busy: a live lease of another owner that records a marker of this lifetime comes
 -- back as it stands in the statement's snapshot, with no hold and with the marker's
 -- key as holder, so that the waiter can wait in the server for the moment that
@@ -99,7 +106,10 @@ ON CONFLICT (lock_key) DO UPDATE SET
     lock_time = EXCLUDED.lock_time,
     lock_duration = EXCLUDED.lock_duration,
     presence_key = EXCLUDED.presence_key
-WHERE NOT l.locked
+WHERE (EXCLUDED.lock_strategy <> 'fair' OR NOT l.queued
+       OR (l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.lock_strategy = 'fair'
+           AND l.hold_count > 0 AND l.expires_at > EXCLUDED.lock_time))
+  AND (NOT l.locked
    OR l.expires_at <= EXCLUDED.lock_time
    OR (l.lock_owner = EXCLUDED.lock_owner AND l.lock_strategy = EXCLUDED.lock_strategy
        AND l.hold_count > 0)
@@ -109,7 +119,7 @@ WHERE NOT l.locked
        AND CASE WHEN (l.presence_key & -4294967296) = (SELECT stamp FROM life)
                 THEN pg_try_advisory_xact_lock_shared(1936813168,
                                                CAST(l.presence_key & 2147483647 AS INTEGER))
-                ELSE FALSE END)
+                ELSE FALSE END))
 RETURNING
     l.lock_owner,
     l.fencing_token,

@@ -5,11 +5,14 @@
 -- the sweep ran is never deleted. A row released this instant (its expiry is now)
 -- already counts: the bound is inclusive, as acquisitions take a row whose expiry is
 -- now. The for-update strategy's rows are its reusable lock rows and are never swept.
+-- A row fair waiters are queued for (queued, see the migration) stays: its flag keeps
+-- a fair newcomer from taking the key in one statement past them.
 DELETE FROM "{table}"
 WHERE lock_key IN (
         SELECT lock_key FROM "{table}"
         WHERE expires_at <= statement_timestamp() - :grace_us * INTERVAL '1 microsecond'
           AND lock_strategy <> 'for-update'
+          AND NOT queued
         ORDER BY expires_at
         LIMIT :limit
         FOR UPDATE SKIP LOCKED)

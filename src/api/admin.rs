@@ -199,7 +199,9 @@ impl Locker {
     ///
     /// A key with [fair](crate::Strategy::Fair) waiters queued is handed to the first
     /// live one in the release's own transaction, under the key's gate: no newcomer of
-    /// any strategy takes it between.
+    /// any strategy takes it between. Waiters for the key in this process look at once,
+    /// as after a holder's release; those of other processes at their next poll (or
+    /// notification).
     ///
     /// A name held in shared mode (by reads of a [read-write lock](Locker::read_lock),
     /// or permits of a [semaphore](crate::Semaphore)) is released with every read and
@@ -248,9 +250,13 @@ impl Locker {
         };
         // One read or permit: its name counts one hold less in the same transaction.
         if let Some(name) = Parent::of(key) {
-            return retry_failure(|| db.force_release_hold(&k, &name))
+            let freed = retry_failure(|| db.force_release_hold(&k, &name))
                 .await
-                .map_err(failed);
+                .map_err(failed)?;
+            if freed {
+                crate::keepers::wake::released(&self.shared.wake_scope, key);
+            }
+            return Ok(freed);
         }
         // The holds of the name in shared mode first (never the name freed while a
         // read or permit of it is live), then the name as any lock: a fair lock's
@@ -261,7 +267,12 @@ impl Locker {
         let released = retry_failure(|| db.force_release(&k))
             .await
             .map_err(failed)?;
-        Ok(shared > 0 || released)
+        let freed = shared > 0 || released;
+        // This process's waiters of the key look at once, as after a holder's release.
+        if freed {
+            crate::keepers::wake::released(&self.shared.wake_scope, key);
+        }
+        Ok(freed)
     }
 
     /// The locks held now in this handle's table, whoever holds them, ordered by key

@@ -176,6 +176,14 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
     /// [`gone_owners`](Self::gone_owners) decides.
     const MARKERS_IN_FILES: bool = false;
 
+    /// Whether the lock table keeps the fair strategy's `queued` flag on each key's
+    /// row, which a join sets and a handoff that finds nobody queued clears (the
+    /// servers: a statement's snapshot may predate a join that committed before it
+    /// took the key's gate, but the row it writes it reads as it stands). SQLite's
+    /// statements read the queue itself: its writers run one at a time, each on the
+    /// latest commit.
+    const QUEUED_FLAG: bool = true;
+
     /// Whether presence markers are found outside the database, for
     /// [`gone_owners`](Self::gone_owners) to look at: SQLite's marker files, when
     /// their folder is there.

@@ -115,6 +115,10 @@ mod tests {
         assert_eq!(
             relaxing,
             [
+                // A fair holder's release while nobody is queued, sent alone: it
+                // hands nothing on.
+                "postgres/fair_release",
+                "postgres/fair_release_notify",
                 "postgres/insert_release",
                 "postgres/insert_release_notify",
                 "postgres/lease_release",

@@ -62,6 +62,13 @@ statements! {
         present: Present<'static> = "fair_present",
         leave: Place<'static> = "fair_leave",
         sweep: Sweep<'static> = "fair_sweep",
+        /// A holder's release without the queue, while nobody is queued: one statement.
+        release: Held<'static> = "fair_release",
+        /// The key's row marked queued by a join (the servers' flag; never sent to
+        /// SQLite, which reads the queue itself).
+        queued: Key<'static> = "fair_queued",
+        /// The key's queued flag cleared by a handoff that found no live waiter.
+        drained: Key<'static> = "fair_drained",
     }
 }
 

@@ -50,6 +50,8 @@ impl Postgres {
             templates.elect_claim = sql!("postgres", "elect_claim_notify");
             // The fair handoff names the waiter it handed the lock to (`strategy/fair/steps.rs`).
             templates.family.fair.mark = sql!("postgres", "fair_mark_notify");
+            // A fair release nobody is queued for frees the key alone: it announces it.
+            templates.family.fair.release = sql!("postgres", "fair_release_notify");
             // A read's or a permit's release frees its row, and the last read or
             // permit of a name frees the name (`shared.rs`).
             templates.family.shared.release = sql!("postgres", "shared_release_notify");

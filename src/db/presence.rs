@@ -302,10 +302,7 @@ impl Db {
                 let wait: Statement<Marker<'static>> =
                     target(b.table(), MY, sql!("mysql", "presence_wait"));
                 let rows = sqlx::MySql::rows(On::Conn(conn), &wait, &Marker(marker)).await?;
-                Ok(match rows.first() {
-                    Some(row) => sqlx::MySql::int(row, 0)? == 1,
-                    None => false,
-                })
+                got_lock(&rows)
             }
             #[allow(unreachable_patterns)]
             _ => Err(sqlx::Error::Protocol(
@@ -352,10 +349,7 @@ impl Db {
                 let wait: Statement<MarkerWait<'static>> =
                     target(b.table(), MY, sql!("mysql", "marker_wait"));
                 let rows = sqlx::MySql::rows(On::Conn(conn), &wait, &values).await?;
-                Ok(match rows.first() {
-                    Some(row) => sqlx::MySql::int(row, 0)? == 1,
-                    None => false,
-                })
+                got_lock(&rows)
             }
             #[allow(unreachable_patterns)]
             _ => Err(sqlx::Error::Protocol(
@@ -379,6 +373,16 @@ impl Db {
         };
         take_file(dir, owner)
     }
+}
+
+/// A MariaDB wait's answer on a named lock (`presence_wait.sql`, `marker_wait.sql`):
+/// whether `GET_LOCK` answered 1, the name taken (and, for a marker, let go).
+#[cfg(feature = "mysql")]
+fn got_lock(rows: &[sqlx::mysql::MySqlRow]) -> Result<bool, sqlx::Error> {
+    Ok(match rows.first() {
+        Some(row) => sqlx::MySql::int(row, 0)? == 1,
+        None => false,
+    })
 }
 
 /// The name of `owner`'s marker on the MariaDB server `server`: at most 7 + 20 + 1 +

@@ -78,6 +78,11 @@ migrations! {
     /// The quorum tokens of quorum locks (see `Quorum`).
     20261203000000 "create sqlock quorum" = "create_sqlock_quorum"
         in ["postgres", "mysql", "sqlite"];
+    /// The fair strategy's `queued` flag on the lock table, which lets a fair lock
+    /// nobody waits for be taken and given back in one statement each; SQLite's
+    /// statements read the queue itself (its writers run one at a time).
+    20261204000000 "add sqlock queued" = "add_sqlock_queued"
+        in ["postgres", "mysql"];
 }
 
 /// The migrations of `dialect`, in order.

@@ -106,6 +106,8 @@ impl Backend for Sqlite {
 
     const MARKERS_IN_FILES: bool = true;
 
+    const QUEUED_FLAG: bool = false;
+
     fn base(&self) -> &Base<sqlx::Sqlite> {
         &self.base
     }

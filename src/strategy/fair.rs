@@ -1,7 +1,10 @@
 //! The fair strategy: waiters queue in a table of their own, each with a ticket, and
 //! the lock goes to them in ticket order, handed straight from one holder to the next
 //! by the release's own transaction (the steps are in `fair/steps.rs`). Held, a fair lock
-//! is a lease like any other, with the same hold, watchdog and lost signal.
+//! is a lease like any other, with the same hold, watchdog and lost signal. While nobody
+//! is queued for its key (the row's `queued` flag clear), it costs what a lease costs:
+//! one statement to take it and one to give it back, neither of which can pass a
+//! waiter whose join committed before it.
 //!
 //! A wait runs in a task of its own, so that no step is ever cut half way: if the
 //! caller stops waiting (its future dropped, its deadline met), the task leaves the
@@ -31,7 +34,7 @@ use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
 use crate::support::strategy_kind::Strategy;
 
-use super::attempt::try_once;
+use super::attempt::{attempt, try_once};
 use super::grant::{Ask, Granted, LockId};
 use super::handle::{Handle, InFlight};
 use super::landing::{GiveBack, GivingBack, Landing};
@@ -78,7 +81,8 @@ type Answer = oneshot::Sender<Landed>;
 /// when no step of the wait ever had a connection). With `once`, a single try: `None`
 /// when the lock is held or waiters are queued (no jumping the queue).
 ///
-/// A key this handle holds already is re-entered, without queueing. A wait of this
+/// A key this handle holds already is re-entered, without queueing; a free key nobody
+/// is queued for is taken in one statement, as a lease is. A wait of this
 /// handle on the key that was given up and is still leaving the queue is waited for
 /// first.
 ///
@@ -111,6 +115,22 @@ async fn wait_in_queue(
     wait: Wait<'_>,
     once: bool,
 ) -> Result<Option<(Granted, Instant)>> {
+    // Nobody queued for a free key: taken in one statement (`lease_acquire.sql`, which
+    // grants no fair lock past a queued waiter), without the queue or its task. The
+    // attempt is cancel-safe as every lease attempt is (`attempt.rs`).
+    if handle.held_with(&ask.key) != Some(Strategy::Fair) {
+        match wait
+            .attempt(attempt(handle, ask, None, wait.reached()))
+            .await?
+        {
+            Ok(Some(granted)) => return Ok(Some(granted)),
+            // Held, waiters queued, a step of the queue holding the key's gate, or a
+            // grant that came too late: the queue decides.
+            Ok(None) => {}
+            Err(f) if matches!(f.class, Class::Contention | Class::Held | Class::Lapsed) => {}
+            Err(f) => return Err(f.error),
+        }
+    }
     let (tx, rx) = oneshot::channel();
     // The task's statements note for the wait when one has a connection, so that a
     // deadline met while none could be had is an exhausted pool, as in every wait.
@@ -172,19 +192,16 @@ async fn run(
 }
 
 /// A re-entry of a key this handle holds fair: one more hold on its own grant, without
-/// queueing.
+/// queueing. It retries the races it loses: the queue would have it wait behind
+/// waiters for a lock it holds.
 async fn reenter(handle: &Arc<Handle>, ask: &Ask) -> Outcome {
     if handle.held_with(&ask.key) != Some(Strategy::Fair) {
         return Ok(None);
     }
+    // A fresh grant (the hold lapsed meanwhile and the key was free) passes nobody:
+    // the statement grants none while waiters are queued.
     match try_once(handle, ask).await? {
-        Some((Granted::Lease(g), sent)) if g.hold_count > 1 => Ok(Some((g, sent))),
-        // The hold lapsed meanwhile and the key was taken afresh: that would jump the
-        // queue, so it is handed on and the queue joined.
-        Some((Granted::Lease(g), _)) => {
-            give_back(handle, &ask.key, g.token).await;
-            Ok(None)
-        }
+        Some((Granted::Lease(g), sent)) => Ok(Some((g, sent))),
         _ => Ok(None),
     }
 }

@@ -225,28 +225,50 @@ impl Backend {
     }
 
     pub async fn pool_with(&self, max_connections: u32) -> anyhow::Result<DbPool> {
+        self.connect(max_connections, None).await
+    }
+
+    /// A new pool of `max_connections`, its statement cache `cache` long when set
+    /// (sqlx's default otherwise).
+    async fn connect(&self, max_connections: u32, cache: Option<usize>) -> anyhow::Result<DbPool> {
+        use std::str::FromStr;
         let timeout = Duration::from_secs(10);
         Ok(match self.dialect {
-            Dialect::Postgres => PgPoolOptions::new()
-                .max_connections(max_connections)
-                .acquire_timeout(timeout)
-                .connect(&self.url)
-                .await
-                .with_context(|| format!("connecting to {}", self.url))?
-                .into(),
-            Dialect::MySql => MySqlPoolOptions::new()
-                .max_connections(max_connections)
-                .acquire_timeout(timeout)
-                .connect(&self.url)
-                .await
-                .with_context(|| format!("connecting to {}", self.url))?
-                .into(),
+            Dialect::Postgres => {
+                let mut options = sqlx::postgres::PgConnectOptions::from_str(&self.url)?;
+                if let Some(cache) = cache {
+                    options = options.statement_cache_capacity(cache);
+                }
+                PgPoolOptions::new()
+                    .max_connections(max_connections)
+                    .acquire_timeout(timeout)
+                    .connect_with(options)
+                    .await
+                    .with_context(|| format!("connecting to {}", self.url))?
+                    .into()
+            }
+            Dialect::MySql => {
+                let mut options = sqlx::mysql::MySqlConnectOptions::from_str(&self.url)?;
+                if let Some(cache) = cache {
+                    options = options.statement_cache_capacity(cache);
+                }
+                MySqlPoolOptions::new()
+                    .max_connections(max_connections)
+                    .acquire_timeout(timeout)
+                    .connect_with(options)
+                    .await
+                    .with_context(|| format!("connecting to {}", self.url))?
+                    .into()
+            }
             _ => {
-                let options = SqliteConnectOptions::new()
+                let mut options = SqliteConnectOptions::new()
                     .filename(sqlite_path(&self.table))
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal)
                     .busy_timeout(Duration::from_secs(10));
+                if let Some(cache) = cache {
+                    options = options.statement_cache_capacity(cache);
+                }
                 SqlitePoolOptions::new()
                     .max_connections(max_connections)
                     .acquire_timeout(timeout)
@@ -276,43 +298,8 @@ impl Backend {
     /// within a process reach only handles whose pools connect alike), so a test sees
     /// what notifications or polls wake alone.
     pub async fn builder_apart(&self) -> anyhow::Result<LockerBuilder> {
-        use std::str::FromStr;
         const APART: usize = 99;
-        let timeout = Duration::from_secs(10);
-        let pool: DbPool = match self.dialect {
-            Dialect::Postgres => PgPoolOptions::new()
-                .max_connections(8)
-                .acquire_timeout(timeout)
-                .connect_with(
-                    sqlx::postgres::PgConnectOptions::from_str(&self.url)?
-                        .statement_cache_capacity(APART),
-                )
-                .await?
-                .into(),
-            Dialect::MySql => MySqlPoolOptions::new()
-                .max_connections(8)
-                .acquire_timeout(timeout)
-                .connect_with(
-                    sqlx::mysql::MySqlConnectOptions::from_str(&self.url)?
-                        .statement_cache_capacity(APART),
-                )
-                .await?
-                .into(),
-            _ => {
-                let options = SqliteConnectOptions::new()
-                    .filename(sqlite_path(&self.table))
-                    .create_if_missing(true)
-                    .journal_mode(SqliteJournalMode::Wal)
-                    .busy_timeout(Duration::from_secs(10))
-                    .statement_cache_capacity(APART);
-                SqlitePoolOptions::new()
-                    .max_connections(8)
-                    .acquire_timeout(timeout)
-                    .connect_with(options)
-                    .await?
-                    .into()
-            }
-        };
+        let pool = self.connect(8, Some(APART)).await?;
         Ok(Locker::builder(pool).table(&self.table))
     }
 

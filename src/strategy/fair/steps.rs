@@ -86,7 +86,11 @@ async fn hand_on<B: Backend>(
     };
     let (ticket, owner) = match head.first() {
         Some(row) => (B::Db::int(row, 0)?, B::Db::text(row, 1)?),
-        None => return Ok(Handoff::Nobody),
+        None => {
+            drop(head);
+            drained(b, conn, key).await?;
+            return Ok(Handoff::Nobody);
+        }
     };
     drop(head);
     let place = Place {
@@ -156,6 +160,20 @@ async fn gone_holder<B: Backend>(
         .collect();
     let gone = b.gone_owners(&owners);
     Ok((gone.count > 0).then_some(gone))
+}
+
+/// Clears the key's queued flag: no live waiter is queued, so that a fair lock
+/// nobody waits for is taken and given back in one statement each. Left set when
+/// another transaction keeps the row locked (MariaDB: a for-update holder), which only
+/// sends the next fair acquisition and release through the queue.
+async fn drained<B: Backend>(b: &B, conn: &mut Conn<B>, key: &str) -> Result<(), sqlx::Error> {
+    if !B::QUEUED_FLAG {
+        return Ok(());
+    }
+    match B::Db::execute(On::Conn(conn), &b.common().family.fair.drained, &Key(key)).await {
+        Err(e) if B::is_lock_wait_timeout(&e) => Ok(()),
+        other => other.map(drop),
+    }
 }
 
 /// Ends a step whose handoff found the head's place busy: rolled back, and `None`
@@ -292,7 +310,19 @@ pub(crate) async fn join<B: Backend>(
         .await?
         .ok_or(sqlx::Error::RowNotFound)?;
     let p = Place { ticket, ..*p };
-    let standing = match hand_on(b, &mut tx, p.key, true).await? {
+    // Marked queued before the handoff looks: a fair release that runs meanwhile
+    // either freed the lock before (found free here, and handed on) or reads the flag
+    // once this commits (and hands the lock on itself), never neither.
+    B::Db::execute(On::Conn(&mut *tx), &f.ensure, &Key(p.key)).await?;
+    if B::QUEUED_FLAG {
+        match B::Db::execute(On::Conn(&mut *tx), &f.queued, &Key(p.key)).await {
+            // MariaDB: another transaction keeps the row locked (a for-update holder):
+            // a place the row does not show queued must not be committed.
+            Err(e) if B::is_lock_wait_timeout(&e) => return busy(tx).await,
+            other => other?,
+        };
+    }
+    let standing = match hand_on(b, &mut tx, p.key, false).await? {
         Handoff::To(to, token) if to == ticket => granted(b, &mut tx, &p, token).await?,
         Handoff::Busy => return busy(tx).await,
         _ => standing(b, &mut tx, &p).await?,
@@ -411,8 +441,25 @@ pub(crate) async fn leave<B: Backend>(b: &B, p: &Place<'_>) -> Result<Option<()>
 }
 
 /// A fair holder gives back one hold, and the last hands the lock on in the same
-/// transaction: whether it was still ours. `None` when the gate was closed.
+/// transaction: whether it was still ours. `None` when the gate was closed. With
+/// nobody queued for the key (its queued flag clear; SQLite: no live place), or for a
+/// hold that is not the last, one statement without the gate (`fair_release.sql`);
+/// otherwise, or when that statement changed nothing (the lock is not ours, which the
+/// step tells), the step under the key's gate.
 pub(crate) async fn release<B: Backend>(b: &B, h: &Held<'_>) -> Result<Option<bool>, sqlx::Error> {
+    // Nobody queued (or an inner hold): one statement, no gate.
+    match B::Db::execute(
+        On::Pool(b.pool(), false),
+        &b.common().family.fair.release,
+        h,
+    )
+    .await
+    {
+        Ok(n) if n > 0 => return Ok(Some(true)),
+        // MariaDB: the row stayed locked a second (a join marking it queued, say).
+        Err(e) if !B::is_lock_wait_timeout(&e) => return Err(e),
+        _ => {}
+    }
     let Some(mut tx) = gated(b, h.key).await? else {
         return Ok(None);
     };

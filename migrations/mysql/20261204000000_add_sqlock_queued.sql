@@ -1,0 +1,11 @@
+-- sqlock: the fair strategy's queued flag for MariaDB.
+--
+-- TRUE while fair waiters may be queued for the key: a fair join sets it, under the
+-- key's gate and in the join's own transaction, and a handoff that finds no live
+-- waiter clears it. A fair acquisition of a key without it takes the lock in one
+-- statement (lease_acquire), and a fair release frees it in one (fair_release),
+-- each reading the flag on the row it writes, so that a join committed before
+-- either is seen by it; with the flag set both go through the queue. A flag left set
+-- with nobody queued (every waiter gone) costs the next release its handoff, which
+-- clears it.
+ALTER TABLE `sqlock_locks` ADD COLUMN IF NOT EXISTS queued BOOLEAN NOT NULL DEFAULT FALSE;

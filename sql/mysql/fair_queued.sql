@@ -1,0 +1,10 @@
+-- A fair join marks the key's row queued (see the migration), in its transaction,
+-- under the key's gate, before it looks for a lock to hand on: from its commit on, a
+-- fair acquisition goes through the queue rather than taking the lock at once
+-- (lease_acquire), and a fair release hands the lock on rather than freeing it
+-- (fair_release). One matched row: the join ensured it.
+-- No wait on a row lock: a for-update holder keeps the key's row locked for its whole
+-- transaction. ER_LOCK_WAIT_TIMEOUT then rolls the join back, tried again later, as
+-- a closed gate is: a join that could not mark the row must not commit its place.
+SET STATEMENT innodb_lock_wait_timeout = 0 FOR
+UPDATE `{table}` SET queued = TRUE WHERE lock_key = :key

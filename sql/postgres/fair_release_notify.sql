@@ -1,0 +1,35 @@
+-- With notifications (LockerBuilder::notify_waiters), as fair_release, and a release
+-- that frees the key announces it as lease_release_notify does, for the waiters of the
+-- other strategies on it (a fair waiter would have been queued).
+--
+-- A fair holder gives back one hold without the queue, when nobody is queued for the
+-- key: as lease_release (the same owner, token and expiry checks, the same flush),
+-- but for a last hold only while no fair waiter is queued. No row changed (a waiter
+-- queued, or the lock no longer ours) sends the release through the queue's step
+-- (fair/steps.rs), under the key's gate, which hands the lock on in the same
+-- transaction, and tells the two apart. An inner hold is given back here whatever
+-- the queue: it frees nothing.
+-- The queued flag is read on the row's latest version, under its lock (a join that
+-- sets it holds the row until it commits), so a waiter whose join committed before
+-- this statement locked the row is never left behind a lock freed without a handoff.
+-- Not waiting for the commit to reach disk, as lease_release: it hands nothing on,
+-- and a release lost in a server crash leaves the lease to lapse at its expiry.
+WITH relaxed AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true) AS setting
+), released AS (
+    UPDATE "{table}" SET
+        locked = hold_count > 1,
+        expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE statement_timestamp() END,
+        hold_count = greatest(hold_count - 1, 0)
+    FROM relaxed
+    WHERE lock_key = :key
+      AND lock_owner = :owner
+      AND fencing_token = :token
+      AND locked
+      AND expires_at - statement_timestamp() > INTERVAL '0'
+      AND (hold_count > 1 OR NOT queued)
+    RETURNING lock_key, locked
+)
+SELECT lock_key, CASE WHEN NOT locked
+    THEN pg_notify('{channel}', CAST(CAST('"{table}"' AS regclass) AS oid)::TEXT || ':' || lock_key) END
+FROM released
