@@ -1958,10 +1958,12 @@ async fn waiting_here(
 }
 
 /// Waiting in the server (`LockerBuilder::server_waits`): a waiter that polls once a
-/// minute, seen busy and then waiting in the server for a holder's marker, is granted
-/// the key within moments of the holder's SIGKILL, long before its next poll, with a
-/// higher token. With server waits off, the same waiter never waits in the server, and
-/// is still waiting after the kill. The servers (SQLite has no marker to wait on).
+/// minute, seen waiting (a lease waiter busy, a fair waiter queued first) and then
+/// waiting in the server for a holder's marker, is granted the key within moments of
+/// the holder's SIGKILL, long before its next poll, with a higher token. With server
+/// waits off, the same waiter never waits in the server, and is still waiting after
+/// the kill. For the lease and the fair lock; the servers (SQLite has no marker to
+/// wait on).
 #[cfg(feature = "metrics")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_waits_in_the_server_for_a_killed_holder() -> anyhow::Result<()> {
@@ -1974,75 +1976,92 @@ async fn a_waiter_waits_in_the_server_for_a_killed_holder() -> anyhow::Result<()
         }
         b.fresh_table().await?;
         let busy_id = format!("sqlock_busy_total{{strategy=lease,table={}}}", b.table);
-        for waits in [2, 0] {
-            let key = format!("server-wait-{waits}");
-            let ttl = Duration::from_secs(300);
-            let (mut child, token, _) = spawn_holder(&b, &key, ttl, true).await?;
-            let admin = b.pool().await?;
-            let m = support::recorded(&b, &admin, &key)
-                .await?
-                .context("the lease records no marker")?;
-            let pid = child.id().context("the holder has exited")?;
-            support::watched(&b, &admin, &m, Who::Process(pid)).await?;
-            let waiter = b
-                .builder()
-                .await?
-                .ttl(ttl)
-                .poll_interval(QUIET_POLL, QUIET_POLL)
-                .server_waits(waits)
-                .build()?;
-            let before = counter(&busy_id);
-            let waiting = tokio::spawn({
-                let key = key.clone();
-                let waiter = waiter.clone();
-                async move { waiter.acquire_timeout(&key, WITHIN).await }
-            });
-            let seen = common::eventually(|| async { Ok(counter(&busy_id) > before) }).await?;
-            anyhow::ensure!(
-                seen,
-                "{} ({waits}): the waiter never found the key busy",
-                b.dialect
-            );
-            if waits > 0 {
-                let in_server =
-                    common::eventually(|| async { Ok(waiting_here(&b, &admin, &m).await? > 0) })
-                        .await?;
+        for (strategy, what) in [(Strategy::Lease, "lock"), (Strategy::Fair, "fair")] {
+            for waits in [2, 0] {
+                let key = format!("server-wait-{strategy}-{waits}");
+                let ttl = Duration::from_secs(300);
+                let (mut child, token, _, mut said) =
+                    spawn_holder_in(&b, &key, ttl, true, None, what).await?;
+                tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
+                let admin = b.pool().await?;
+                let m = support::recorded(&b, &admin, &key)
+                    .await?
+                    .context("the lease records no marker")?;
+                let pid = child.id().context("the holder has exited")?;
+                support::watched(&b, &admin, &m, Who::Process(pid)).await?;
+                let waiter = b
+                    .builder()
+                    .await?
+                    .strategy(strategy)
+                    .ttl(ttl)
+                    .poll_interval(QUIET_POLL, QUIET_POLL)
+                    .server_waits(waits)
+                    .build()?;
+                let before = counter(&busy_id);
+                let waiting = tokio::spawn({
+                    let key = key.clone();
+                    let waiter = waiter.clone();
+                    async move { waiter.acquire_timeout(&key, WITHIN).await }
+                });
+                let seen = match strategy {
+                    Strategy::Fair => queued(&waiter, &key, 1).await?,
+                    _ => common::eventually(|| async { Ok(counter(&busy_id) > before) }).await?,
+                };
                 anyhow::ensure!(
-                    in_server,
-                    "{}: the waiter never waited in the server for the marker",
+                    seen,
+                    "{} {strategy} ({waits}): the waiter never waited",
                     b.dialect
                 );
-            } else {
-                assert_eq!(
-                    waiting_here(&b, &admin, &m).await?,
-                    0,
-                    "{}: a waiter with server waits off waits in the server",
-                    b.dialect
+                if waits > 0 {
+                    let in_server = common::eventually(|| async {
+                        Ok(waiting_here(&b, &admin, &m).await? > 0)
+                    })
+                    .await?;
+                    anyhow::ensure!(
+                        in_server,
+                        "{} {strategy}: the waiter never waited in the server for the marker",
+                        b.dialect
+                    );
+                } else {
+                    assert_eq!(
+                        waiting_here(&b, &admin, &m).await?,
+                        0,
+                        "{} {strategy}: a waiter with server waits off waits in the server",
+                        b.dialect
+                    );
+                }
+                signal(&child, Signal::SIGKILL)?;
+                let killed = Instant::now();
+                child.wait().await?;
+                if waits == 0 {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    assert!(
+                        !waiting.is_finished(),
+                        "{} {strategy}: a polling waiter was granted before its next poll",
+                        b.dialect
+                    );
+                    waiting.abort();
+                    continue;
+                }
+                let guard = waiting.await?.map_err(|e| {
+                    anyhow::anyhow!(
+                        "{} {strategy}: not granted at the holder's kill: {e}",
+                        b.dialect
+                    )
+                })?;
+                eprintln!(
+                    "{} {strategy}: a killed holder's key granted to a waiter in the server \
+                     {:?} after the kill",
+                    b.dialect,
+                    killed.elapsed()
                 );
-            }
-            signal(&child, Signal::SIGKILL)?;
-            let killed = Instant::now();
-            child.wait().await?;
-            if waits == 0 {
-                tokio::time::sleep(Duration::from_secs(3)).await;
                 assert!(
-                    !waiting.is_finished(),
-                    "{}: a polling waiter was granted before its next poll",
+                    guard.fencing_token() > token,
+                    "{} {strategy}: tokens rise",
                     b.dialect
                 );
-                waiting.abort();
-                continue;
+                assert!(guard.release().await?);
             }
-            let guard = waiting.await?.map_err(|e| {
-                anyhow::anyhow!("{}: not granted at the holder's kill: {e}", b.dialect)
-            })?;
-            eprintln!(
-                "{}: a killed holder's key granted to a waiter in the server {:?} after the kill",
-                b.dialect,
-                killed.elapsed()
-            );
-            assert!(guard.fencing_token() > token, "{}: tokens rise", b.dialect);
-            assert!(guard.release().await?);
         }
     }
     Ok(())

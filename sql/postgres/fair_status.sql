@@ -5,6 +5,10 @@
 -- row, a free row, a lapsed lease, or a lease whose holder's presence marker is gone,
 -- as fair_take.sql finds it; the first waiter then polls under the key's gate, which
 -- hands it on). No row when its place is gone.
+-- And the holder: the key of the presence marker a live lease of another owner records,
+-- stamped with this server's lifetime (NULL for none), for the first waiter to wait in
+-- the server for the moment that marker is freed (marker_wait.sql) rather than sleep
+-- to its next poll. A hint only: the poll under the gate decides, as always.
 WITH life AS MATERIALIZED (
     SELECT ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
              # COALESCE(CAST(extract(epoch FROM (SELECT stats_reset FROM pg_stat_bgwriter))
@@ -29,7 +33,15 @@ SELECT COALESCE(q.granted_token, 0)::BIGINT,
                                              THEN pg_try_advisory_xact_lock_shared(1936813168,
                                                  CAST(l.presence_key & 2147483647 AS INTEGER))
                                              ELSE FALSE END))
-            THEN 0 ELSE 1 END::BIGINT
+            THEN 0 ELSE 1 END::BIGINT,
+       (SELECT CAST(l.presence_key & 2147483647 AS TEXT) FROM "{table}" AS l, life
+        WHERE l.lock_key = q.lock_key
+          AND l.locked
+          AND l.expires_at > statement_timestamp()
+          AND l.presence_key IS NOT NULL
+          AND l.lock_owner <> q.lock_owner
+          AND l.lock_strategy <> 'for-update'
+          AND (l.presence_key & -4294967296) = life.stamp) AS holder
 FROM "{table}_queue" AS q
 WHERE q.ticket = :ticket
   AND q.lock_key = :key

@@ -4,6 +4,8 @@
 -- who never took the grant up, be gone), and whether the lock is free to hand on (1: no
 -- row, a free row or a lapsed lease; the first waiter then polls under the key's
 -- gate, which hands it on). No row when its place is gone.
+-- No holder's marker to wait on in the server: SQLite's markers are files beside the
+-- database (the holder column, which the servers answer, is NULL).
 SELECT COALESCE(q.granted_token, 0),
        (SELECT count(*) FROM "{table}_queue" AS a
         WHERE a.lock_key = q.lock_key
@@ -14,7 +16,8 @@ SELECT COALESCE(q.granted_token, 0),
                          WHERE l.lock_key = q.lock_key
                            AND l.locked
                            AND l.expires_at > CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER))
-            THEN 0 ELSE 1 END
+            THEN 0 ELSE 1 END,
+       CAST(NULL AS TEXT) AS holder
 FROM "{table}_queue" AS q
 WHERE q.ticket = :ticket
   AND q.lock_key = :key

@@ -1,6 +1,7 @@
 //! Waiting in the server for a crashed holder (`LockerBuilder::server_waits`): a
 //! waiter whose attempt found the key held by a lease that records another handle's
-//! presence marker waits, inside the server, for that marker to be freed, and tries
+//! presence marker (a lease or insert waiter's busy attempt; the fair lock's first
+//! waiter's look) waits, inside the server, for that marker to be freed, and tries
 //! again the moment it is, rather than at its next poll.
 //!
 //! The marker is freed only when every session of the holder is gone: its process
@@ -49,10 +50,40 @@ struct Shared {
     cap: usize,
     /// Connections no wait uses now, kept for the next (at most `cap`).
     idle: Mutex<Vec<Conn>>,
-    /// Per key, the marker its last busy attempt found its holder's lease recording.
-    seen: Mutex<HashMap<String, String>>,
+    /// Per key a wait of the handle watches, what its busy attempts found.
+    seen: Mutex<HashMap<String, Watched>>,
     /// How many keys `seen` holds, read without its lock.
     seen_len: AtomicUsize,
+}
+
+/// A key some waits of the handle watch: how many, and the marker the last busy
+/// attempt on it found its holder's lease recording.
+#[derive(Debug, Default)]
+struct Watched {
+    waits: usize,
+    marker: Option<String>,
+}
+
+/// A wait's watch of its key, from [`ServerWaits::watch`]: while it lives, busy
+/// attempts on the key note the marker they found; dropped with the wait.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    shared: Arc<Shared>,
+    key: String,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let s = &self.shared;
+        let mut seen = s.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(w) = seen.get_mut(&self.key) {
+            w.waits = w.waits.saturating_sub(1);
+            if w.waits == 0 {
+                seen.remove(&self.key);
+            }
+        }
+        s.seen_len.store(seen.len(), Ordering::Relaxed);
+    }
 }
 
 /// A wait in the server under way: the marker, and its answer (`true`: freed).
@@ -89,24 +120,36 @@ impl ServerWaits {
         }
     }
 
-    /// Notes what an attempt on `key` found: busy under a lease recording `holder`
-    /// (`Some`), or anything else (`None`: forgotten). Costs no lock while nothing is
-    /// noted, or with no waits allowed.
+    /// Watches `key` for a wait, until the answer is dropped: only the busy attempts on
+    /// a key some wait watches are noted, so that an attempt no wait follows (a single
+    /// try, a fair lock's one statement) leaves nothing behind. `None` with no waits
+    /// allowed.
+    pub(crate) fn watch(&self, key: &str) -> Option<Watch> {
+        let s = &self.shared;
+        if s.cap == 0 {
+            return None;
+        }
+        let mut seen = s.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.entry(key.to_owned()).or_default().waits += 1;
+        s.seen_len.store(seen.len(), Ordering::Relaxed);
+        Some(Watch {
+            shared: Arc::clone(s),
+            key: key.to_owned(),
+        })
+    }
+
+    /// Notes what an attempt on `key` found, when a wait watches it: busy under a lease
+    /// recording `holder` (`Some`), or anything else (`None`: forgotten). Costs no lock
+    /// while no wait of the handle is under way, or with no waits allowed.
     pub(crate) fn seen(&self, key: &str, holder: Option<String>) {
         let s = &self.shared;
-        if s.cap == 0 || (holder.is_none() && s.seen_len.load(Ordering::Relaxed) == 0) {
+        if s.cap == 0 || s.seen_len.load(Ordering::Relaxed) == 0 {
             return;
         }
         let mut seen = s.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        match holder {
-            Some(marker) => {
-                seen.insert(key.to_owned(), marker);
-            }
-            None => {
-                seen.remove(key);
-            }
+        if let Some(w) = seen.get_mut(key) {
+            w.marker = holder;
         }
-        s.seen_len.store(seen.len(), Ordering::Relaxed);
     }
 
     /// Starts a wait in the server, for `wait` at most, for the marker the last busy
@@ -129,8 +172,22 @@ impl ServerWaits {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(key)
-            .cloned()?;
-        if skip == Some(marker.as_str()) {
+            .and_then(|w| w.marker.clone())?;
+        self.wait_for(db, marker, wait, skip)
+    }
+
+    /// Starts a wait in the server, for `wait` at most, for `marker` (another handle's,
+    /// which a step found the key's holder recording), unless that is `skip`. `None`
+    /// when the pause is too short, the cap is reached, or no waits are allowed.
+    pub(crate) fn wait_for(
+        &self,
+        db: &Db,
+        marker: String,
+        wait: Duration,
+        skip: Option<&str>,
+    ) -> Option<Started> {
+        let s = &self.shared;
+        if s.cap == 0 || wait < SHORTEST || skip == Some(marker.as_str()) {
             return None;
         }
         let slot = Arc::clone(&s.slots).try_acquire_owned().ok()?;

@@ -227,6 +227,8 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
     // knows no marker of this waiter's), and the grant claims the epoch of the handle's
     // presence read before that step was sent (as a lease does: `Handle::presence_marker`).
     let mut epoch;
+    // A holder's marker a wait in the server saw freed (its lease then stayed held).
+    let mut seen_freed: Option<String> = None;
     // Grants taken up too late to trust in this wait: at [`LAPSED_GRANTS`], the TTL is
     // one every take-up outruns, and the wait ends with [`Error::GrantExpired`] rather
     // than going round the queue for ever (as the other primitives' waits do).
@@ -323,11 +325,31 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                 }
             };
             let first = matches!(standing, Standing::Waiting { ahead: 0, .. });
-            // Named by a handoff, with the token of the grant it names (0: look).
+            // The first waiter behind a holder whose lease records another handle's
+            // presence marker waits in the server for that marker too
+            // (`keepers/server_wait.rs`): the moment the server ends the holder's
+            // sessions, it polls, rather than at its next poll. A marker seen freed
+            // whose lease stayed held is not waited for again in this wait.
+            let mut server = match &standing {
+                Standing::Waiting {
+                    ahead: 0,
+                    holder: Some(m),
+                    ..
+                } => handle
+                    .server_waits
+                    .wait_for(db, m.clone(), delay, seen_freed.as_deref()),
+                _ => None,
+            };
+            // Named by a handoff, with the token of the grant it names (0: look);
+            // `None`: the first waiter polls, or a waiter behind looks.
             let named = tokio::select! {
                 () = tokio::time::sleep(delay) => None,
                 named = woken(&wake) => Some(named),
                 () = super::wait::woken(Some(&local)) => Some(0),
+                () = super::wait::freed(server.as_mut()) => {
+                    seen_freed = server.map(|s| s.marker);
+                    None
+                }
                 () = tx.closed() => {
                     leave(handle, &place).await;
                     return Ok(None);
@@ -345,7 +367,7 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
             // row, so that a short TTL, with which every look falls due, still reads
             // the standing every other look.
             let renew_only = match (named, &standing) {
-                (None, Standing::Waiting { ahead, free }) if due && !unread && *ahead > 1 => {
+                (None, Standing::Waiting { ahead, free, .. }) if due && !unread && *ahead > 1 => {
                     Some((*ahead, *free))
                 }
                 _ => None,
@@ -380,6 +402,7 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                     Ok(Standing::Waiting {
                         ahead: 0,
                         free: true,
+                        ..
                     }) => {
                         match db.fair_poll(&here).await {
                             // The gate is taken (another acquisition of the key, a
@@ -387,6 +410,7 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                             Err(f) if f.class == Class::Contention => Ok(Standing::Waiting {
                                 ahead: 0,
                                 free: false,
+                                holder: None,
                             }),
                             polled => polled,
                         }
@@ -396,7 +420,11 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                 None => match renew_only {
                     Some((ahead, free)) => db.fair_renew(&place).await.map(|live| {
                         if live {
-                            Standing::Waiting { ahead, free }
+                            Standing::Waiting {
+                                ahead,
+                                free,
+                                holder: None,
+                            }
                         } else {
                             Standing::Gone
                         }
@@ -415,6 +443,7 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                 Err(f) if f.class == Class::Contention => Standing::Waiting {
                     ahead: 0,
                     free: false,
+                    holder: None,
                 },
                 Err(f) => {
                     leave(handle, &place).await;

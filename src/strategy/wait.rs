@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::db::Failure;
-use crate::keepers::server_wait::Started;
+use crate::keepers::server_wait::{Started, Watch};
 use crate::keepers::wake::{self, LocalSubscription};
 use crate::support::backoff::Backoff;
 use crate::support::error::{Class, Error, Result};
@@ -134,6 +134,8 @@ pub(crate) struct Wait<'h> {
     /// A crashed holder's marker this wait's wait in the server saw freed: not waited
     /// for again (should its lease stay busy, the wait polls).
     freed: Option<String>,
+    /// The wait's watch of its key, for the markers its busy attempts find.
+    _watch: Option<Watch>,
 }
 
 impl std::fmt::Debug for Wait<'_> {
@@ -155,9 +157,11 @@ impl<'h> Wait<'h> {
         deadline: Option<Instant>,
     ) -> Self {
         let settings = &handle.settings;
+        let key = key.into();
         Self {
             handle,
-            key: key.into(),
+            _watch: handle.server_waits.watch(&key),
+            key,
             deadline,
             started: Instant::now(),
             backoff: Backoff::new(settings.poll_min, settings.poll_max),
@@ -312,7 +316,7 @@ impl Wait<'_> {
 
 /// Returns once a wait in the server saw a crashed holder's marker freed, when one
 /// runs; never otherwise.
-async fn freed(server: Option<&mut Started>) {
+pub(crate) async fn freed(server: Option<&mut Started>) {
     match server {
         Some(s) => s.freed().await,
         None => std::future::pending().await,

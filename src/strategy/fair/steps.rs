@@ -32,8 +32,13 @@ pub(crate) enum Standing {
     Granted(Grant),
     /// Still waiting, with this many live waiters ahead; `free` when the lock was
     /// free to hand on (no live lease on the key), which the first waiter's poll,
-    /// under the key's gate, does.
-    Waiting { ahead: i64, free: bool },
+    /// under the key's gate, does; `holder`, the presence marker the holder's live
+    /// lease records (the servers; a hint, for a wait in the server).
+    Waiting {
+        ahead: i64,
+        free: bool,
+        holder: Option<String>,
+    },
     /// The place lapsed (and was skipped) or is gone: the waiter joins again.
     Gone,
 }
@@ -185,22 +190,34 @@ async fn busy<DB: sqlx::Database, T>(
     Ok(None)
 }
 
-/// The waiter's place as it stands: the token of the grant handed to it (0 for none),
-/// how many live waiters are ahead, and whether the lock is free to hand on; `None`
-/// when the place is gone.
+/// A waiter's place as a step read it (`fair_status.sql`).
+struct Status {
+    /// The token of the grant handed to the waiter, 0 for none.
+    token: i64,
+    /// How many live waiters are ahead.
+    ahead: i64,
+    /// Whether the lock is free to hand on.
+    free: bool,
+    /// The presence marker the holder's live lease records, where the table keeps
+    /// markers.
+    holder: Option<String>,
+}
+
+/// The waiter's place as it stands; `None` when the place is gone.
 async fn status<B: Backend>(
     b: &B,
     conn: &mut Conn<B>,
     p: &Place<'_>,
-) -> Result<Option<(i64, i64, bool)>, sqlx::Error> {
+) -> Result<Option<Status>, sqlx::Error> {
     let rows = B::Db::rows(On::Conn(&mut *conn), &b.common().family.fair.status, p).await?;
     let Some(row) = rows.first() else {
         return Ok(None);
     };
-    let (token, ahead, mut free) = (
+    let (token, ahead, mut free, holder) = (
         B::Db::int(row, 0)?,
         B::Db::int(row, 1)?,
         B::Db::int(row, 2)? != 0,
+        B::Db::text_or_null(row, 3)?,
     );
     drop(rows);
     // SQLite: the servers' statement counts a holder whose marker is gone as free; here
@@ -208,7 +225,12 @@ async fn status<B: Backend>(
     if token == 0 && ahead == 0 && !free {
         free = gone_holder(b, conn, p.key, p.owner).await?.is_some();
     }
-    Ok(Some((token, ahead, free)))
+    Ok(Some(Status {
+        token,
+        ahead,
+        free,
+        holder,
+    }))
 }
 
 /// Takes up the grant of `token` handed to the waiter at `p`, as the table shows it
@@ -290,8 +312,17 @@ async fn standing<B: Backend>(
 ) -> Result<Standing, sqlx::Error> {
     match status(b, &mut *conn, p).await? {
         None => Ok(Standing::Gone),
-        Some((0, ahead, free)) => Ok(Standing::Waiting { ahead, free }),
-        Some((token, _, _)) => granted(b, conn, p, token).await,
+        Some(Status {
+            token: 0,
+            ahead,
+            free,
+            holder,
+        }) => Ok(Standing::Waiting {
+            ahead,
+            free,
+            holder,
+        }),
+        Some(Status { token, .. }) => granted(b, conn, p, token).await,
     }
 }
 
@@ -424,7 +455,11 @@ pub(crate) async fn leave<B: Backend>(b: &B, p: &Place<'_>) -> Result<Option<()>
         return Ok(None);
     };
     let f = &b.common().family.fair;
-    if let Some((token, _, _)) = status(b, &mut tx, p).await?.filter(|(t, _, _)| *t != 0) {
+    if let Some(token) = status(b, &mut tx, p)
+        .await?
+        .map(|st| st.token)
+        .filter(|t| *t != 0)
+    {
         let held = Held {
             key: p.key,
             owner: p.owner,

@@ -82,6 +82,19 @@ pub(crate) const SQLOCK_VARIANTS: &[SqlockVariant] = &[
         },
         ttl: Some(DEFAULT_TTL),
     },
+    // The fair lock: the first waiter waits in the server for the holder's marker
+    // between its polls, as a lease waiter does.
+    SqlockVariant {
+        name: "fair, presence",
+        options: |b, ttl| b.strategy(Strategy::Fair).ttl(ttl).presence(true),
+        freed_by: |ttl| {
+            format!(
+                "the dead holder's presence session (TTL {}); default polling",
+                humantime::format_duration(ttl)
+            )
+        },
+        ttl: Some(DEFAULT_TTL),
+    },
 ];
 
 /// How long the waiter waits before the holder is killed, so that it is waiting.
