@@ -2,7 +2,9 @@
 -- under the key's gate, before it looks for a lock to hand on: from its commit on, a
 -- fair acquisition goes through the queue rather than taking the lock at once
 -- (lease_acquire), and a fair release hands the lock on rather than freeing it
--- (fair_release). One matched row: the join ensured it.
+-- (fair_release). One matched row when the row the join ensured is still there (a
+-- row deleted meanwhile by a sweep or an insert holder's release matches none, and
+-- the place stays unflagged: see docs/guarantees.md, "Nobody queued").
 -- No wait on a row lock: a for-update holder keeps the key's row locked for its whole
 -- transaction. ER_LOCK_WAIT_TIMEOUT then rolls the join back, tried again later, as
 -- a closed gate is: a join that could not mark the row must not commit its place.

@@ -60,7 +60,8 @@ pub(crate) async fn attempt(
     let statements = async move {
         let granted = match task_ask.strategy {
             Strategy::ForUpdate => for_update::attempt(&task_handle, &task_ask, wait).await,
-            // A fair attempt made here is a re-entry of a hold of the handle's own.
+            // A fair attempt made here is a re-entry of a hold of the handle's own, or
+            // the fair lock's one statement for a key nobody is queued for (fair.rs).
             Strategy::Lease | Strategy::Insert | Strategy::Fair => {
                 lease::attempt(&task_handle, &task_ask)
                     .await
