@@ -980,6 +980,85 @@ async fn a_release_racing_a_join_leaves_no_free_lock_behind_a_waiter() -> anyhow
     Ok(())
 }
 
+/// A waiter that joins while the holder writes in a fenced transaction, which keeps the
+/// key's row shared-locked (fence.sql), queues at once rather than waiting for the
+/// transaction (or being turned away until it ends): its join leaves the row unmarked
+/// and commits its place. The place alone then keeps the lock from a newcomer: the
+/// holder's release hands the lock to the waiter, and a fair newcomer that arrives
+/// after the fenced transaction queues behind it.
+#[tokio::test]
+async fn a_join_behind_a_fenced_transaction_queues_at_once_and_keeps_its_turn() -> anyhow::Result<()>
+{
+    for b in common::servers("fair_fenced").await {
+        b.fresh_table().await?;
+        let d = b.dialect;
+        let ttl = Duration::from_secs(60);
+        let fair_locker = || async {
+            anyhow::Ok(
+                b.builder_apart()
+                    .await?
+                    .strategy(Strategy::Fair)
+                    .ttl(ttl)
+                    .build()?,
+            )
+        };
+        let holder = fair_locker().await?;
+        let (waiter, newcomer) = (fair_locker().await?, fair_locker().await?);
+        let key = "fenced";
+        let flagged = format!(
+            "SELECT COUNT(*) FROM {} WHERE lock_key = '{key}' AND queued",
+            b.quoted()
+        );
+        let guard = holder.acquire(key).await?;
+        macro_rules! behind_the_fence {
+            ($p:expr) => {{
+                let mut tx = $p.begin().await?;
+                guard.fence(&mut *tx).await?;
+                let w = waiter.clone();
+                let waiting = tokio::spawn(async move { w.acquire(key).await });
+                // Queued while the fenced transaction is still open: the join neither
+                // waited for it nor was turned away.
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    until(|| async { Ok(queued(&b, &holder, key).await? == 1) }),
+                )
+                .await
+                .with_context(|| format!("{d}: the join waited for the fenced transaction"))??;
+                // The fault took: the join met the row locked and left it unmarked.
+                assert_eq!(
+                    b.scalar(holder.pool(), &flagged).await?,
+                    0,
+                    "{d}: the join marked a row the fence kept locked"
+                );
+                tx.commit().await?;
+                waiting
+            }};
+        }
+        let waiting = match holder.pool() {
+            sqlock::DbPool::Postgres(p) => behind_the_fence!(p),
+            sqlock::DbPool::MySql(p) => behind_the_fence!(p),
+            _ => anyhow::bail!("not a server"),
+        };
+        // A newcomer after the fence: its one statement sees the waiter's place.
+        let n = newcomer.clone();
+        let coming = tokio::spawn(async move { n.acquire(key).await });
+        until(|| async { Ok(queued(&b, &holder, key).await? == 2) }).await?;
+        assert!(guard.release().await?, "{d}");
+        let first = tokio::time::timeout(DEADLINE, waiting)
+            .await
+            .with_context(|| format!("{d}: the queued waiter was passed"))???;
+        assert!(
+            !coming.is_finished(),
+            "{d}: the newcomer holds the lock too"
+        );
+        assert!(first.release().await?, "{d}");
+        let second = tokio::time::timeout(DEADLINE, coming).await???;
+        assert!(second.release().await?, "{d}");
+        until(|| async { Ok(queued(&b, &holder, key).await? == 0) }).await?;
+    }
+    Ok(())
+}
+
 /// The fair queue's table of `b`.
 fn queue_of(b: &common::Backend) -> String {
     match b.dialect {

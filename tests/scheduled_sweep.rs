@@ -124,6 +124,38 @@ async fn the_procedure_keeps_live_locks_and_its_bound_on_batches() -> anyhow::Re
             assert!(g.release().await?);
         }
         let held = a.try_acquire("held").await?.expect("free");
+        // A released row a live fair place waits for (unmarked, as a join that met the
+        // row locked leaves it) stays; one whose queued flag outlived its waiters goes.
+        for key in ["waited", "left"] {
+            let g = a.try_acquire(key).await?.expect("free");
+            assert!(g.release().await?);
+        }
+        let (place, flag) = match b.dialect {
+            Dialect::Postgres => (
+                format!(
+                    "INSERT INTO \"{t}_queue\" (lock_key, lock_owner, expires_at) \
+                     VALUES ('waited', 'w', statement_timestamp() + INTERVAL '1 hour')",
+                    t = b.table
+                ),
+                format!(
+                    "UPDATE \"{}\" SET queued = TRUE WHERE lock_key = 'left'",
+                    b.table
+                ),
+            ),
+            _ => (
+                format!(
+                    "INSERT INTO `{t}_queue` (lock_key, lock_owner, expires_at) \
+                     VALUES ('waited', 'w', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)",
+                    t = b.table
+                ),
+                format!(
+                    "UPDATE `{}` SET queued = TRUE WHERE lock_key = 'left'",
+                    b.table
+                ),
+            ),
+        };
+        b.script(a.pool(), &place).await?;
+        b.script(a.pool(), &flag).await?;
         let call = |batch: u32, batches: u32| match b.dialect {
             Dialect::Postgres => format!("CALL \"{}_sweep\"({batch}, 0, {batches})", b.table),
             _ => format!("CALL `{}_sweep`({batch}, 0, {batches}, @n)", b.table),
@@ -141,6 +173,18 @@ async fn the_procedure_keeps_live_locks_and_its_bound_on_batches() -> anyhow::Re
             rows_like(&b, a.pool(), "released-").await,
             0,
             "{}",
+            b.dialect
+        );
+        assert_eq!(
+            rows_like(&b, a.pool(), "waited").await,
+            1,
+            "{}: the row of a key a fair waiter is queued for was swept",
+            b.dialect
+        );
+        assert_eq!(
+            rows_like(&b, a.pool(), "left").await,
+            0,
+            "{}: a queued flag nobody waits for kept its row",
             b.dialect
         );
         assert!(

@@ -274,3 +274,83 @@ async fn sweeping_never_deletes_a_live_lock() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The sweep keeps the row of a key a live fair waiter is queued for, also when the
+/// row is unmarked (a join that met the row locked leaves it so), so that the key is
+/// never made a fresh one a fair newcomer could take past the waiter; a row whose
+/// queued flag outlived every waiter is reclaimed as any other.
+#[tokio::test]
+async fn the_sweep_keeps_a_key_fair_waiters_wait_for_and_not_a_flag_they_left() -> anyhow::Result<()>
+{
+    use common::fair::{queued, until};
+    use sqlock::Strategy;
+    for b in common::servers("sweep_queued").await {
+        b.fresh_table().await?;
+        let d = b.dialect;
+        let fair = b.builder_apart().await?.strategy(Strategy::Fair).build()?;
+        let waiter = b
+            .builder_apart()
+            .await?
+            .strategy(Strategy::Fair)
+            .ttl(Duration::from_secs(60))
+            .poll_interval(Duration::from_secs(60), Duration::from_secs(60))
+            .build()?;
+        let t = b.quoted();
+        // A row whose flag outlived its waiters: released, then marked by hand.
+        let g = fair.try_acquire("left").await?.expect("free");
+        assert!(g.release().await?, "{d}");
+        b.script(
+            fair.pool(),
+            &format!("UPDATE {t} SET queued = TRUE WHERE lock_key = 'left'"),
+        )
+        .await?;
+        // A lapsed lease with a live waiter queued behind it, the row unmarked.
+        let lapsing = fair
+            .lock("waited")
+            .ttl(Duration::from_millis(300))
+            .auto_renew(false)
+            .try_acquire()
+            .await?
+            .expect("free");
+        let w = waiter.clone();
+        let waiting = tokio::spawn(async move { w.acquire("waited").await });
+        until(|| async { Ok(queued(&b, &fair, "waited").await? == 1) }).await?;
+        b.script(
+            fair.pool(),
+            &format!("UPDATE {t} SET queued = FALSE WHERE lock_key = 'waited'"),
+        )
+        .await?;
+        let lapsed = format!(
+            "SELECT COUNT(*) FROM {t} WHERE lock_key = 'waited' AND expires_at <= {now}",
+            now = match d {
+                sqlock::Dialect::Postgres => "statement_timestamp()",
+                _ => "UTC_TIMESTAMP(6)",
+            }
+        );
+        until(|| async { Ok(b.scalar(fair.pool(), &lapsed).await? == 1) }).await?;
+        fair.sweep(SweepOptions::new()).await?;
+        let rows = |key: &'static str| {
+            let sql = format!("SELECT COUNT(*) FROM {t} WHERE lock_key = '{key}'");
+            let (b, pool) = (&b, fair.pool());
+            async move { b.scalar(pool, &sql).await }
+        };
+        assert_eq!(
+            rows("left").await?,
+            0,
+            "{d}: a flag nobody waits for kept its row"
+        );
+        assert_eq!(
+            rows("waited").await?,
+            1,
+            "{d}: the sweep took the row of a key a live waiter is queued for"
+        );
+        // The waiter's turn is kept: a newcomer's single try is turned away.
+        assert!(
+            fair.try_acquire("waited").await?.is_none(),
+            "{d}: a newcomer took the key past the queued waiter"
+        );
+        waiting.abort();
+        drop(lapsing);
+    }
+    Ok(())
+}

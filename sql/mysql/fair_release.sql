@@ -8,6 +8,9 @@
 -- The queued flag is read on the row's latest version, under its lock (a join that
 -- sets it holds the row until it commits), so a waiter whose join committed before
 -- this statement locked the row is never left behind a lock freed without a handoff.
+-- The queue's live places are read too (a locking read, which waits for a place being
+-- written), for a join that could not mark the row (a fenced transaction of the
+-- holder's kept it locked: fair_ensure.sql).
 -- A second at most on a row lock, as lease_release; a row still locked sends the
 -- release through the queue's step.
 SET STATEMENT innodb_lock_wait_timeout = 1 FOR
@@ -20,4 +23,8 @@ WHERE lock_key = :key
   AND fencing_token = :token
   AND locked
   AND expires_at > UTC_TIMESTAMP(6)
-  AND (hold_count > 1 OR NOT queued)
+  AND (hold_count > 1
+       OR (NOT queued AND NOT EXISTS (
+           SELECT 1 FROM `{table}_queue` AS q
+           WHERE q.lock_key = :key AND q.granted_token IS NULL
+             AND q.expires_at > UTC_TIMESTAMP(6))))

@@ -57,8 +57,13 @@
 -- is queued for it (queued, see the migration): one statement for a fair lock nobody
 -- waits for, and never a grant past a waiter. The update reads the flag on the row's
 -- latest version, under its lock, so a join committed before this statement locked
--- the row is seen by it. A live hold of the owner's own is re-entered all the same. A
--- fair attempt that finds waiters queued joins the queue (fair/steps.rs).
+-- the row is seen by it. The queue's live places are read too (a locking read: a place
+-- being written fails the statement at once, as contention), on the insert path as
+-- on the update: a join that could not mark the row (a fenced transaction of the
+-- holder's kept it locked) is seen by its place. A key without a row whose queue has
+-- live places gets a free row, with no hold: busy, never a grant. A live hold of the
+-- owner's own is re-entered all the same. A fair attempt that finds waiters queued
+-- joins the queue (fair/steps.rs).
 -- A busy row of another owner that records a marker of this server answers that
 -- marker as holder, so that the waiter can wait in the server for the moment it is
 -- freed (marker_wait.sql); NULL otherwise.
@@ -68,16 +73,30 @@ INSERT INTO `{table}`
      expires_at, hold_count, fencing_token, presence_key)
 -- The key's fence bucket is locked first, so a fresh row's token is drawn after every
 -- earlier grant of the key has committed (see the migration).
-SELECT :key, :owner, :strategy, TRUE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), :ttl_us,
+SELECT :key, :owner, :strategy,
+       :strategy <> 'fair'
+           OR NOT EXISTS (SELECT 1 FROM `{table}_queue` AS q
+                          WHERE q.lock_key = :key AND q.granted_token IS NULL
+                            AND q.expires_at > UTC_TIMESTAMP(6)),
+       UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), :ttl_us,
        UTC_TIMESTAMP(6) + INTERVAL :ttl_us MICROSECOND,
-       1, NEXTVAL(`{table}_fence_seq`),
+       IF(:strategy <> 'fair'
+              OR NOT EXISTS (SELECT 1 FROM `{table}_queue` AS q
+                             WHERE q.lock_key = :key AND q.granted_token IS NULL
+                               AND q.expires_at > UTC_TIMESTAMP(6)), 1, 0),
+       NEXTVAL(`{table}_fence_seq`),
        IF(IS_USED_LOCK(NULLIF(:presence, '')) IS NULL, NULL, :presence)
 FROM `{table}_fence`
 WHERE bucket = CRC32(:key) % 1024
 FOR UPDATE SKIP LOCKED
 ON DUPLICATE KEY UPDATE
     fencing_token = IF((@sqlock_take := (
-            (VALUES(lock_strategy) <> 'fair' OR NOT queued
+            (VALUES(lock_strategy) <> 'fair'
+             OR (NOT queued
+                 AND NOT EXISTS (SELECT 1 FROM `{table}_queue` AS q
+                                 WHERE q.lock_key = :key
+                                   AND q.granted_token IS NULL
+                                   AND q.expires_at > UTC_TIMESTAMP(6)))
              OR (locked AND lock_owner = VALUES(lock_owner) AND lock_strategy = 'fair'
                  AND hold_count > 0 AND expires_at > VALUES(lock_time)))
             AND ((presence_key IS NOT NULL

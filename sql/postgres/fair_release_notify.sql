@@ -12,6 +12,9 @@
 -- The queued flag is read on the row's latest version, under its lock (a join that
 -- sets it holds the row until it commits), so a waiter whose join committed before
 -- this statement locked the row is never left behind a lock freed without a handoff.
+-- The queue's live places are read too, for a join that could not mark the row (a
+-- fenced transaction of the holder's kept it locked: fair_ensure.sql) or whose mark
+-- a sweep deleted with the row: a place committed before this statement began stops it.
 -- Not waiting for the commit to reach disk, as lease_release: it hands nothing on,
 -- and a release lost in a server crash leaves the lease to lapse at its expiry.
 WITH relaxed AS MATERIALIZED (
@@ -27,7 +30,11 @@ WITH relaxed AS MATERIALIZED (
       AND fencing_token = :token
       AND locked
       AND expires_at - statement_timestamp() > INTERVAL '0'
-      AND (hold_count > 1 OR NOT queued)
+      AND (hold_count > 1
+           OR (NOT queued AND NOT EXISTS (
+               SELECT 1 FROM "{table}_queue" AS q
+               WHERE q.lock_key = :key AND q.granted_token IS NULL
+                 AND q.expires_at > statement_timestamp())))
     RETURNING lock_key, locked
 )
 SELECT lock_key, CASE WHEN NOT locked

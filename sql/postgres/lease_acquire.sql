@@ -53,8 +53,22 @@
 -- is queued for it (queued, see the migration): one statement for a fair lock nobody
 -- waits for, and never a grant past a waiter. ON CONFLICT reads the flag on the
 -- row's latest version, under its lock, so a join committed before this statement
--- locked the row is seen by it. A live hold of the owner's own is re-entered all the
--- same. A fair attempt that finds waiters queued joins the queue (fair/steps.rs).
+-- locked the row is seen by it. The queue's live places are read too, on the insert
+-- path as on the update: a join that could not mark the row (a fenced transaction of
+-- the holder's kept it locked) or whose row a sweep deleted is seen by its place,
+-- committed before this statement began. A live hold of the owner's own is re-entered
+-- all the same. A fair attempt that finds waiters queued joins the queue
+-- (fair/steps.rs); one turned away on the insert path answers no row, as a busy key.
+-- The insert path's test applies only to a key without a row (a row goes on to ON
+-- CONFLICT, whose test is the one above): a candidate row filtered out never meets
+-- the conflict, and the owner's own re-entry would be refused with it.
+--
+-- A fair attempt waits at most a millisecond on the key's row lock (patience; the
+-- setting is the statement's own, which is sent alone, and lapses with it): a holder's
+-- fenced transaction keeps the row shared-locked for as long as it writes (fence.sql),
+-- and the attempt, which holds the key's gate, must not keep the queue's steps out
+-- that long. A lock not granted in time fails the statement (lock_not_available), as
+-- contention: the attempt joins the queue. The other strategies wait as before.
 --
 -- Busy: a live lease of another owner that records a marker of this lifetime comes
 -- back as it stands in the statement's snapshot, with no hold and with the marker's
@@ -64,6 +78,11 @@
 -- marker until its next poll.
 WITH gate AS MATERIALIZED (
     SELECT pg_try_advisory_xact_lock(hashtextextended(:key, hashtext('{table}'))) AS open
+), patience AS MATERIALIZED (
+    SELECT set_config('lock_timeout',
+                      CASE WHEN :strategy = 'fair' THEN '1'
+                           ELSE current_setting('lock_timeout') END,
+                      true) AS setting
 ), life AS MATERIALIZED (
     SELECT ((CAST(extract(epoch FROM pg_postmaster_start_time()) * 1000000 AS BIGINT)
              # COALESCE(CAST(extract(epoch FROM (SELECT stats_reset FROM pg_stat_bgwriter))
@@ -81,8 +100,13 @@ SELECT :key, :owner, :strategy, TRUE, statement_timestamp(), statement_timestamp
                                                   CAST(NULLIF(:presence, '') AS INTEGER))
             THEN NULL
             ELSE life.stamp | CAST(NULLIF(:presence, '') AS BIGINT) END
-FROM gate, life
+FROM gate, life, patience
 WHERE gate.open
+  AND (:strategy <> 'fair'
+       OR EXISTS (SELECT 1 FROM "{table}" WHERE lock_key = :key)
+       OR NOT EXISTS (SELECT 1 FROM "{table}_queue" AS q
+                      WHERE q.lock_key = :key AND q.granted_token IS NULL
+                        AND q.expires_at > statement_timestamp()))
 ON CONFLICT (lock_key) DO UPDATE SET
     fencing_token = CASE
         WHEN l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.expires_at > EXCLUDED.lock_time
@@ -106,7 +130,11 @@ ON CONFLICT (lock_key) DO UPDATE SET
     lock_time = EXCLUDED.lock_time,
     lock_duration = EXCLUDED.lock_duration,
     presence_key = EXCLUDED.presence_key
-WHERE (EXCLUDED.lock_strategy <> 'fair' OR NOT l.queued
+WHERE (EXCLUDED.lock_strategy <> 'fair'
+       OR (NOT l.queued
+           AND NOT EXISTS (SELECT 1 FROM "{table}_queue" AS q
+                           WHERE q.lock_key = :key AND q.granted_token IS NULL
+                             AND q.expires_at > statement_timestamp()))
        OR (l.locked AND l.lock_owner = EXCLUDED.lock_owner AND l.lock_strategy = 'fair'
            AND l.hold_count > 0 AND l.expires_at > EXCLUDED.lock_time))
   AND (NOT l.locked

@@ -52,6 +52,8 @@ statements! {
         renew: Place<'static> = "fair_renew",
         status: Place<'static> = "fair_status",
         head: Key<'static> = "fair_head",
+        /// The key's row made sure of and marked queued (the servers' flag; SQLite,
+        /// which reads the queue itself, only makes sure of the row).
         ensure: Key<'static> = "fair_ensure",
         /// The lock handed to the first live waiter, when it is free, expired, or
         /// held by a holder whose presence marker is gone.
@@ -64,9 +66,6 @@ statements! {
         sweep: Sweep<'static> = "fair_sweep",
         /// A holder's release without the queue, while nobody is queued: one statement.
         release: Held<'static> = "fair_release",
-        /// The key's row marked queued by a join (the servers' flag; never sent to
-        /// SQLite, which reads the queue itself).
-        queued: Key<'static> = "fair_queued",
         /// The key's queued flag cleared by a handoff that found no live waiter.
         drained: Key<'static> = "fair_drained",
     }

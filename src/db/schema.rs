@@ -83,6 +83,10 @@ migrations! {
     /// statements read the queue itself (its writers run one at a time).
     20261204000000 "add sqlock queued" = "add_sqlock_queued"
         in ["postgres", "mysql"];
+    /// The sweep procedure replaced: it keeps the row of a key fair waiters are
+    /// queued for, as the library's sweep does.
+    20261205000000 "replace sqlock sweep" = "replace_sqlock_sweep"
+        in ["postgres", "mysql"];
 }
 
 /// The migrations of `dialect`, in order.

@@ -108,7 +108,7 @@ async fn hand_on<B: Backend>(
     };
     let taken = async {
         if ensure {
-            B::Db::execute(On::Conn(&mut *conn), &f.ensure, &Key(key)).await?;
+            self::ensure(b, &mut *conn, key).await?;
         }
         let taken = B::Db::value(On::Conn(&mut *conn), &f.take, &place).await?;
         if taken.is_some() || !b.markers_outside() {
@@ -165,6 +165,16 @@ async fn gone_holder<B: Backend>(
         .collect();
     let gone = b.gone_owners(&owners);
     Ok((gone.count > 0).then_some(gone))
+}
+
+/// Makes sure `key` has a row to hand over, marked queued where the servers keep the
+/// flag (`fair_ensure.sql`); a row another transaction keeps locked (MariaDB, which
+/// answers that at once) is left as it stands, as PostgreSQL's statement skips it.
+async fn ensure<B: Backend>(b: &B, conn: &mut Conn<B>, key: &str) -> Result<(), sqlx::Error> {
+    match B::Db::execute(On::Conn(conn), &b.common().family.fair.ensure, &Key(key)).await {
+        Err(e) if B::is_lock_wait_timeout(&e) => Ok(()),
+        other => other.map(drop),
+    }
 }
 
 /// Clears the key's queued flag: no live waiter is queued, so that a fair lock
@@ -343,16 +353,11 @@ pub(crate) async fn join<B: Backend>(
     let p = Place { ticket, ..*p };
     // Marked queued before the handoff looks: a fair release that runs meanwhile
     // either freed the lock before (found free here, and handed on) or reads the flag
-    // once this commits (and hands the lock on itself), never neither.
-    B::Db::execute(On::Conn(&mut *tx), &f.ensure, &Key(p.key)).await?;
-    if B::QUEUED_FLAG {
-        match B::Db::execute(On::Conn(&mut *tx), &f.queued, &Key(p.key)).await {
-            // MariaDB: another transaction keeps the row locked (a for-update holder):
-            // a place the row does not show queued must not be committed.
-            Err(e) if B::is_lock_wait_timeout(&e) => return busy(tx).await,
-            other => other?,
-        };
-    }
+    // once this commits (and hands the lock on itself), never neither. A row another
+    // transaction keeps locked (a holder's fenced transaction, a for-update holder) is
+    // left unmarked rather than waited for: the place itself, once committed, turns
+    // both one-statement forms away (`fair_ensure.sql`).
+    ensure(b, &mut tx, p.key).await?;
     let standing = match hand_on(b, &mut tx, p.key, false).await? {
         Handoff::To(to, token) if to == ticket => granted(b, &mut tx, &p, token).await?,
         Handoff::Busy => return busy(tx).await,
