@@ -17,7 +17,8 @@ const DEADLINE: Duration = Duration::from_secs(8);
 
 /// Holder and waiter on pools of their own; the waiter (made with or without wake-ups)
 /// waits with a deadline far shorter than its poll interval, and the holder releases
-/// while it waits. Returns the waiter's outcome.
+/// while it waits. Returns the waiter's outcome. The waiter waits in the server for no
+/// wake lock (`server_waits(0)`): what wakes it here is the notification alone.
 async fn handoff(
     b: &common::Backend,
     strategy: Strategy,
@@ -37,6 +38,7 @@ async fn handoff(
         .strategy(strategy)
         .notify_waiters(notify)
         .poll_interval(POLL, POLL)
+        .server_waits(0)
         .build()?;
     let key = format!("wake-{strategy}");
     let held = holder.acquire(&key).await?;

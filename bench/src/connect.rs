@@ -117,3 +117,54 @@ where
 fn unreachable(e: &sqlx::Error) -> Failure {
     Failure::Unavailable(format!("cannot connect to the database: {e}"))
 }
+
+/// A pool of a few connections on `db`'s server that connects unlike any other of this
+/// process (its statement cache's size is the worker's own), as another process's
+/// would as far as the library can tell.
+pub(crate) async fn apart(db: &DbPool, me: usize) -> Result<DbPool, Failure> {
+    let cache = 64 + me;
+    let unreachable =
+        |e: sqlx::Error| Failure::Unavailable(format!("connecting a worker apart: {e}"));
+    Ok(match db {
+        DbPool::Postgres(p) => {
+            let options = p
+                .connect_options()
+                .as_ref()
+                .clone()
+                .statement_cache_capacity(cache);
+            sqlx::postgres::PgPoolOptions::new()
+                .max_connections(2)
+                .connect_with(options)
+                .await
+                .map_err(unreachable)?
+                .into()
+        }
+        DbPool::MySql(p) => {
+            let options = p
+                .connect_options()
+                .as_ref()
+                .clone()
+                .statement_cache_capacity(cache);
+            sqlx::mysql::MySqlPoolOptions::new()
+                .max_connections(2)
+                .connect_with(options)
+                .await
+                .map_err(unreachable)?
+                .into()
+        }
+        DbPool::Sqlite(p) => {
+            let options = p
+                .connect_options()
+                .as_ref()
+                .clone()
+                .statement_cache_capacity(cache);
+            sqlx::sqlite::SqlitePoolOptions::new()
+                .max_connections(2)
+                .connect_with(options)
+                .await
+                .map_err(unreachable)?
+                .into()
+        }
+        _ => return Err(Failure::Other("a pool of an unknown database".into())),
+    })
+}

@@ -93,6 +93,13 @@ pub(crate) enum Waiting {
     InDatabase,
     /// The server's native lock, blocking in the server.
     NativeBlocking,
+    /// The library at its defaults, each worker a handle on a pool of its own that
+    /// connects unlike the others, as in a process of its own: woken by the holder's
+    /// wake lock rather than by this process's wake-ups.
+    Apart,
+    /// As [`Apart`](Self::Apart), with no waits in the server (`server_waits(0)`):
+    /// polling alone, as before wake locks.
+    ApartPolling,
 }
 
 impl Waiting {
@@ -103,6 +110,8 @@ impl Waiting {
             Self::Notify => "library, notify",
             Self::InDatabase => "library, in database",
             Self::NativeBlocking => "native, blocking",
+            Self::Apart => "library, processes apart",
+            Self::ApartPolling => "library, apart, polling",
         }
     }
 }

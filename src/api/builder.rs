@@ -32,8 +32,8 @@ pub const DEFAULT_NOTIFY_POLL_MIN: Duration = Duration::from_millis(100);
 /// wake waiters ([`LockerBuilder::notify_waiters`]).
 pub const DEFAULT_NOTIFY_POLL_MAX: Duration = Duration::from_secs(2);
 
-/// How many of a handle's waiters may wait in the server at once for a crashed
-/// holder, by default ([`LockerBuilder::server_waits`]).
+/// How many of a handle's waiters may wait in the server at once, for a holder's
+/// release or a crashed holder, by default ([`LockerBuilder::server_waits`]).
 pub const DEFAULT_SERVER_WAITS: u32 = 2;
 
 /// How often a for-update lock's connection is checked, by default.
@@ -238,31 +238,53 @@ impl LockerBuilder {
         self
     }
 
-    /// How many of the handle's waiters may wait **inside the server** at once for a
-    /// crashed holder. Defaults to 2; `0` turns it off. PostgreSQL and MariaDB; lease
-    /// and insert locks.
+    /// How many of the handle's waiters may wait **inside the server** at once, for a
+    /// holder's release or a crashed holder, with the handles made from it by
+    /// [`Locker::new_handle`], which share its cap and connections. Defaults to 2; `0` turns waiting in the
+    /// server off, for this handle's waiters and for its holds. PostgreSQL and MariaDB;
+    /// lock waiters (lease and insert) and the fair lock's first waiter.
     ///
-    /// A waiter whose attempt finds the key held by a lease that records another
-    /// handle's [presence](Self::presence) marker (the holder had presence on, on this
-    /// server lifetime) waits, for as long as the pause until its next poll, for that
-    /// marker to be freed: a shared advisory lock on PostgreSQL, a `GET_LOCK` with a
-    /// timeout on MariaDB. The server frees the marker only once every connection of
-    /// the holder is gone (its process died), so the waiter tries again within a round
-    /// trip of the server seeing the holder's connections close, rather than at its
-    /// next poll. The wait lets the marker go in the same statement, and the lease row
-    /// stays the truth: the next attempt takes the lease over by the acquisition's own
-    /// check, exactly as a poll would, or finds it busy and waits on.
+    /// **A holder's release.** While a handle holds a lease (any strategy but
+    /// for-update), it keeps the key's *wake lock*: a session advisory lock on
+    /// PostgreSQL, a `GET_LOCK` name on MariaDB, on one connection of the handle's own
+    /// outside the pool, which holds the wake locks of every key the handle holds. It
+    /// lets the wake lock go once the release has committed. A waiter whose attempt
+    /// found the key busy waits, for as long as the pause until its next poll, for that
+    /// wake lock (in the shared form on PostgreSQL, so every waiter wakes at once), and
+    /// tries again the moment it is let go: waiters in other processes learn that a
+    /// lock is free within a round trip of its release rather than at their next poll.
+    /// The holder's statements are off the caller's path: a hold that did not wait
+    /// takes its wake lock 5 ms after its grant (a hold given back sooner sends none),
+    /// one that waited at once. A waiter that finds the key held without a wake lock
+    /// (its holder has just been granted, keeps none, or polls only) asks again 1, 2, 4,
+    /// 8 and 16 ms later, then polls.
     ///
-    /// Each wait runs on a connection of the handle's own, outside the pool, opened
-    /// with the pool's connect options when a wait first needs it and exempt from the
-    /// server's idle and statement timeouts as presence's are; it is kept for the next
-    /// wait and closed when the handle goes. So a handle costs up to this many
-    /// connections more than its pool while its waiters wait on crashed holders'
-    /// markers. Beyond the cap, and where nothing can be waited for (a holder without
-    /// presence, SQLite, a transaction-pooling proxy), waiters poll as before; the
-    /// number of statements a waiter sends does not grow. A lease that lapses without
-    /// a crash, or is released, is still found by the waiter's poll or a release's
-    /// wake-up (see [`notify_waiters`](Self::notify_waiters)).
+    /// **A crashed holder.** A waiter whose attempt finds the key held by a lease that
+    /// records another handle's [presence](Self::presence) marker (the holder had
+    /// presence on, on this server lifetime) waits instead for that marker to be freed:
+    /// the server frees it only once every connection of the holder is gone (its
+    /// process died), so the waiter tries again within a round trip of the server
+    /// seeing the holder's connections close, rather than at its next poll.
+    ///
+    /// Either wait lets its lock go in the same statement, and the lease row stays the
+    /// truth: the next attempt takes the lease by the acquisition's own check, exactly
+    /// as a poll would, or finds it busy and waits on. A wake lock let go early (its
+    /// connection killed) or kept late (a holder whose lease lapsed) costs a waiter an
+    /// attempt or its poll, never a grant; renewals never wait behind any of it.
+    ///
+    /// **Connections.** Each wait runs on a connection of the handle's own, outside the
+    /// pool, opened with the pool's connect options when a wait first needs it and
+    /// exempt from the server's idle and statement timeouts as presence's are; it is
+    /// kept for the next wait and closed when the handle goes. So a handle, with the
+    /// handles made from it, costs up to this many connections more than its pool while
+    /// its waiters wait, and one more from its first hold on (the wake locks'). Beyond the cap, and where nothing can be
+    /// waited for (SQLite, a transaction-pooling proxy, a Galera node), waiters poll as
+    /// before. Where no wake lock is held, a waiter's pause costs it up to six short
+    /// statements on its wait connection, none on the pool. The wake locks' statements
+    /// are counted apart, as `sqlock_wake_lock_statements_total`.
+    ///
+    /// Within one process a release wakes the key's waiter whatever this setting
+    /// (`keepers/wake.rs`); and see [`notify_waiters`](Self::notify_waiters).
     ///
     /// # Examples
     ///

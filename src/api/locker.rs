@@ -70,7 +70,10 @@ pub struct Locker {
 impl Locker {
     /// A new handle on the same pool, with the same settings and a new owner id.
     ///
-    /// Locks taken through it exclude this handle's (no reentrancy between the two).
+    /// Locks taken through it exclude this handle's (no reentrancy between the two). The
+    /// handles made this way share the connections they keep outside the pool for
+    /// waiting in the server and for wake locks, and their cap (see
+    /// [`LockerBuilder::server_waits`](crate::LockerBuilder::server_waits)).
     pub fn new_handle(&self) -> Self {
         Self {
             shared: Arc::new(self.shared.sibling()),

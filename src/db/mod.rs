@@ -45,6 +45,7 @@ mod sqlite;
 pub(crate) mod statement;
 pub(crate) mod transaction;
 pub(crate) mod values;
+pub(crate) mod wake_lock;
 
 pub use dialect::{Dialect, UnknownDialect};
 pub(crate) use outcome::{Elected, Failure, Grant, Listed, TakenAll};

@@ -378,7 +378,7 @@ impl Db {
 /// A MariaDB wait's answer on a named lock (`presence_wait.sql`, `marker_wait.sql`):
 /// whether `GET_LOCK` answered 1, the name taken (and, for a marker, let go).
 #[cfg(feature = "mysql")]
-fn got_lock(rows: &[sqlx::mysql::MySqlRow]) -> Result<bool, sqlx::Error> {
+pub(super) fn got_lock(rows: &[sqlx::mysql::MySqlRow]) -> Result<bool, sqlx::Error> {
     Ok(match rows.first() {
         Some(row) => sqlx::MySql::int(row, 0)? == 1,
         None => false,
@@ -396,13 +396,13 @@ fn marker_name(server: i64, owner: &str) -> String {
 /// A presence connection that could not be opened, or answer, within the pool's
 /// acquire timeout.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-fn timed_out(_: tokio::time::error::Elapsed) -> Error {
+pub(super) fn timed_out(_: tokio::time::error::Elapsed) -> Error {
     Error::Database(sqlx::Error::PoolTimedOut)
 }
 
 /// `template` rendered for the handle's table in `dialect`.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-fn target<V: super::statement::Values>(
+pub(super) fn target<V: super::statement::Values>(
     table: &crate::support::validate::TableName,
     dialect: super::Dialect,
     template: &str,

@@ -237,7 +237,7 @@ pub(crate) async fn texts<'a, DB: Runner, V: Values>(
 /// server connection.
 macro_rules! on {
     ($on:expr, $s:expr, |$ex:ident, $sent:ident| $run:expr) => {{
-        crate::support::metrics::statement_sent($s.table());
+        crate::support::metrics::statement_sent($s.table(), $s.is_wake_lock());
         match $on {
             On::Conn(conn) => {
                 let $ex = conn;

@@ -73,6 +73,8 @@ params! {
     Hold = "hold",
     /// A quorum lock's token, as a holder raises it (`quorum_raise.sql`).
     Quorum = "quorum",
+    /// A key's wake lock, as a name of the table's key (`wake_*.sql`).
+    Wake = "wake",
 }
 
 impl Param {
@@ -157,6 +159,9 @@ pub(crate) struct Statement<V> {
     /// Sent as an unnamed statement, inside a transaction of its own when run on a
     /// pool: the transaction-pooling mode (see `LockerBuilder::transaction_pooling`).
     pinned: bool,
+    /// Counted as a wake lock's statement (`sqlock_wake_lock_statements_total`) rather
+    /// than the lock table's (`sqlock_statements_total`).
+    wake_lock: bool,
     /// The text sent within a transaction, where it differs: a statement that skips
     /// its commit's flush does so only alone (see `durability.rs`).
     durable: Option<Arc<str>>,
@@ -170,6 +175,7 @@ impl<V> Clone for Statement<V> {
             params: self.params.clone(),
             table: self.table.clone(),
             pinned: self.pinned,
+            wake_lock: self.wake_lock,
             durable: self.durable.clone(),
             values: PhantomData,
         }
@@ -258,6 +264,7 @@ impl<V: Values> Statement<V> {
             params: params.into(),
             table: table.as_str().into(),
             pinned: false,
+            wake_lock: false,
             values: PhantomData,
         }
     }
@@ -266,6 +273,17 @@ impl<V: Values> Statement<V> {
     pub(crate) fn pinned(mut self, on: bool) -> Self {
         self.pinned = on;
         self
+    }
+
+    /// The same statement, counted as a wake lock's (`keepers/wake_lock.rs`).
+    pub(crate) fn counted_as_wake_lock(mut self) -> Self {
+        self.wake_lock = true;
+        self
+    }
+
+    /// Whether the statement is counted as a wake lock's.
+    pub(crate) fn is_wake_lock(&self) -> bool {
+        self.wake_lock
     }
 
     /// Whether the statement is sent unnamed, pinned to one server connection by a

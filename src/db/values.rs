@@ -348,6 +348,19 @@ values! {
         wait_us: i64 = WaitUs,
     }
 
+    /// A key's wake lock (`wake_hold.sql`, `wake_free.sql`), by its name `wake`: the
+    /// table and the key.
+    WakeName<'a> {
+        wake: &'a str = Wake,
+    }
+
+    /// A wait in the server, for `wait_us` at most, for the wake lock named `wake` to be
+    /// let go by the key's holder (`wake_wait.sql`).
+    WakeWait<'a> {
+        wake: &'a str = Wake,
+        wait_us: i64 = WaitUs,
+    }
+
     /// The for-update strategy's grant to `owner`, putting back `setting` (the
     /// `lock_timeout` its bound replaced, on PostgreSQL).
     RowGrant<'a> {

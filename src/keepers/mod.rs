@@ -14,4 +14,5 @@ pub(crate) mod scheduled_sweep;
 pub(crate) mod server_wait;
 pub(crate) mod sweeper;
 pub(crate) mod wake;
+pub(crate) mod wake_lock;
 pub(crate) mod watchdog;

@@ -18,6 +18,13 @@
 //! in a task of its own: a waiter woken otherwise (a release, its deadline, its caller
 //! gone) leaves it to run out, and its connection is kept for the next wait. Idle
 //! connections are closed when the handle goes.
+//!
+//! The same connections serve the waits for a live holder's release: a waiter whose
+//! attempt found its key busy, with no crashed holder's marker to wait for, waits for
+//! the key's wake lock, which the holder keeps while it holds the key and lets go once
+//! its release has committed (`keepers/wake_lock.rs`, `wake_wait.sql`). Nobody holding
+//! it as the wait begins (a holder that keeps none, or has not taken it yet) is asked
+//! again over the next 31 ms, then the waiter polls.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,6 +34,7 @@ use std::time::Duration;
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::db::presence::Conn;
+use crate::db::wake_lock::{wake_name, WakeAnswer, WakeStatements};
 use crate::db::Db;
 
 /// How much longer than its own bound a wait may take on the client's clock before
@@ -36,15 +44,29 @@ const SLACK: Duration = Duration::from_secs(2);
 /// The shortest pause worth a wait in the server: below it the pause just sleeps.
 const SHORTEST: Duration = Duration::from_millis(5);
 
+/// The pauses before a wake lock that nobody held is asked for again: its holder may
+/// be about to take it (a waiter woken by the last release found the key taken by
+/// another, whose wake lock follows its grant by a round trip; a holder that did not
+/// wait takes it after `wake_lock::TAKE_AFTER`).
+const NOT_HELD_RETRIES: [Duration; 5] = [
+    Duration::from_millis(1),
+    Duration::from_millis(2),
+    Duration::from_millis(4),
+    Duration::from_millis(8),
+    Duration::from_millis(16),
+];
+
 /// A handle's waits in the server: what its busy attempts saw, its connections, its
 /// cap.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ServerWaits {
     shared: Arc<Shared>,
 }
 
 #[derive(Debug)]
 struct Shared {
+    /// The wake locks' statements, where the server has them.
+    wake: Option<Arc<WakeStatements>>,
     /// One permit per wait that may run at once: the cap.
     slots: Arc<Semaphore>,
     cap: usize,
@@ -86,10 +108,11 @@ impl Drop for Watch {
     }
 }
 
-/// A wait in the server under way: the marker, and its answer (`true`: freed).
+/// A wait in the server under way: the crashed holder's marker it waits for (`None`
+/// for a key's wake lock), and its answer (`true`: freed).
 #[derive(Debug)]
 pub(crate) struct Started {
-    pub(crate) marker: String,
+    pub(crate) marker: Option<String>,
     answer: oneshot::Receiver<bool>,
 }
 
@@ -104,13 +127,15 @@ impl Started {
 }
 
 impl ServerWaits {
-    /// At most `cap` waits in the server at once (`0`: none, every waiter polls).
-    pub(crate) fn new(cap: u32) -> Self {
+    /// At most `cap` waits in the server at once (`0`: none, every waiter polls); the
+    /// waits for wake locks with `wake`, where the server has them.
+    pub(crate) fn new(cap: u32, wake: Option<Arc<WakeStatements>>) -> Self {
         let cap = usize::try_from(cap)
             .unwrap_or(usize::MAX)
             .min(Semaphore::MAX_PERMITS);
         Self {
             shared: Arc::new(Shared {
+                wake: wake.filter(|_| cap > 0),
                 slots: Arc::new(Semaphore::new(cap)),
                 cap,
                 idle: Mutex::new(Vec::new()),
@@ -190,11 +215,66 @@ impl ServerWaits {
         if s.cap == 0 || wait < SHORTEST || skip == Some(marker.as_str()) {
             return None;
         }
+        let waited = marker.clone();
+        let waiting = db.clone();
+        self.spawn(db, Some(marker), wait, move |conn| {
+            Box::pin(async move { waiting.marker_wait(conn, &waited, wait).await })
+        })
+    }
+
+    /// Starts a wait in the server, for `wait` at most, for `key`'s wake lock to be let
+    /// go by its holder (a live holder's release). `None` when the pause is too short,
+    /// the cap is reached, or the server has no wake locks.
+    pub(crate) fn wake_wait(&self, db: &Db, key: &str, wait: Duration) -> Option<Started> {
+        let s = &self.shared;
+        if wait < SHORTEST {
+            return None;
+        }
+        let statements = Arc::clone(s.wake.as_ref()?);
+        let name = wake_name(db, key);
+        let until = tokio::time::Instant::now() + wait;
+        #[cfg(feature = "sqlite")]
+        if let Some(dir) = statements.files() {
+            // SQLite: a file to try, no connection.
+            let dir = dir.to_owned();
+            let slot = Arc::clone(&s.slots).try_acquire_owned().ok()?;
+            let (tell, answer) = oneshot::channel();
+            tokio::spawn(async move {
+                let _slot = slot;
+                let freed = retried(WakeSite::File(&dir), &name, until).await;
+                let _ = tell.send(freed.unwrap_or(false));
+            });
+            return Some(Started {
+                marker: None,
+                answer,
+            });
+        }
+        let server = db.clone();
+        self.spawn(db, None, wait, move |conn| {
+            Box::pin(async move {
+                // A Galera node keeps a GET_LOCK name on one node only (asked once).
+                if server.wake_locks_ruled_out().await.unwrap_or(true) {
+                    return Ok(false);
+                }
+                retried(WakeSite::Server(&statements, conn), &name, until).await
+            })
+        })
+    }
+
+    /// Runs `wait` on a connection of the handle's own (an idle one, or one opened for
+    /// it), in a task of its own, bounded by `bound` and [`SLACK`] on the client's
+    /// clock, when a slot is free: its answer comes back on the returned [`Started`].
+    /// The connection is kept for the next wait when the wait answered, closed when it
+    /// failed or did not answer in time (its state is unknown).
+    fn spawn<F>(&self, db: &Db, marker: Option<String>, bound: Duration, wait: F) -> Option<Started>
+    where
+        F: for<'c> FnOnce(&'c mut Conn) -> WaitFuture<'c> + Send + 'static,
+    {
+        let s = &self.shared;
         let slot = Arc::clone(&s.slots).try_acquire_owned().ok()?;
         let (tell, answer) = oneshot::channel();
         let shared = Arc::clone(s);
         let db = db.clone();
-        let waited = marker.clone();
         tokio::spawn(async move {
             let _slot = slot;
             let idle = shared
@@ -213,9 +293,7 @@ impl ServerWaits {
                     }
                 },
             };
-            let bounded =
-                tokio::time::timeout(wait + SLACK, db.marker_wait(&mut conn, &waited, wait));
-            match bounded.await {
+            match tokio::time::timeout(bound + SLACK, wait(&mut conn)).await {
                 Ok(Ok(freed)) => {
                     let _ = tell.send(freed);
                     let mut idle = shared.idle.lock().unwrap_or_else(PoisonError::into_inner);
@@ -237,6 +315,50 @@ impl ServerWaits {
         Some(Started { marker, answer })
     }
 }
+
+/// Where a wake lock is waited for: a server, on a connection; SQLite, at its file.
+enum WakeSite<'a> {
+    Server(&'a WakeStatements, &'a mut Conn),
+    #[cfg(feature = "sqlite")]
+    File(&'a std::path::Path),
+}
+
+impl WakeSite<'_> {
+    /// One wait, for `left` at most, for the wake lock named `name`.
+    async fn once(&mut self, name: &str, left: Duration) -> Result<WakeAnswer, sqlx::Error> {
+        match self {
+            Self::Server(statements, conn) => statements.wait(conn, name, left).await,
+            #[cfg(feature = "sqlite")]
+            Self::File(dir) => Ok(crate::db::wake_lock::wait_file(dir, name, left).await),
+        }
+    }
+}
+
+/// Waits at `site` until `until` for the wake lock named `name` to be let go: `true`
+/// when it was. Nobody holding it is asked again after each of [`NOT_HELD_RETRIES`]
+/// (while time is left), then the waiter polls.
+async fn retried(
+    mut site: WakeSite<'_>,
+    name: &str,
+    until: tokio::time::Instant,
+) -> Result<bool, sqlx::Error> {
+    let mut retries = NOT_HELD_RETRIES.iter();
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        match site.once(name, left).await? {
+            WakeAnswer::Freed => return Ok(true),
+            WakeAnswer::Held => return Ok(false),
+            WakeAnswer::NotHeld => match retries.next() {
+                Some(pause) if left > *pause + SHORTEST => tokio::time::sleep(*pause).await,
+                _ => return Ok(false),
+            },
+        }
+    }
+}
+
+/// A wait's statements on its connection: `true` when what it waited for was freed.
+type WaitFuture<'c> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>;
 
 impl Drop for Shared {
     fn drop(&mut self) {

@@ -329,7 +329,10 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
             // presence marker waits in the server for that marker too
             // (`keepers/server_wait.rs`): the moment the server ends the holder's
             // sessions, it polls, rather than at its next poll. A marker seen freed
-            // whose lease stayed held is not waited for again in this wait.
+            // whose lease stayed held is not waited for again in this wait. Else it
+            // waits for the holder's wake lock (`keepers/wake_lock.rs`), which the
+            // holder lets go once its release, and so the handoff to this waiter, has
+            // committed.
             let mut server = match &standing {
                 Standing::Waiting {
                     ahead: 0,
@@ -339,7 +342,12 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                     .server_waits
                     .wait_for(db, m.clone(), delay, seen_freed.as_deref()),
                 _ => None,
-            };
+            }
+            .or_else(|| {
+                first
+                    .then(|| handle.server_waits.wake_wait(db, &ask.key, delay))
+                    .flatten()
+            });
             // Named by a handoff, with the token of the grant it names (0: look);
             // `None`: the first waiter polls, or a waiter behind looks.
             let named = tokio::select! {
@@ -347,7 +355,7 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                 named = woken(&wake) => Some(named),
                 () = super::wait::woken(Some(&local)) => Some(0),
                 () = super::wait::freed(server.as_mut()) => {
-                    seen_freed = server.map(|s| s.marker);
+                    seen_freed = server.and_then(|s| s.marker);
                     None
                 }
                 () = tx.closed() => {

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::db::{Db, DbPool, Failure};
 use crate::keepers::presence::Presence;
 use crate::keepers::server_wait::ServerWaits;
+use crate::keepers::wake_lock::WakeLocks;
 use crate::keepers::watchdog::Watchdog;
 use crate::support::error::Class;
 use crate::support::metrics::Meter;
@@ -58,8 +59,12 @@ pub(crate) struct Handle {
     pub(crate) notifier: Option<Arc<crate::keepers::notify::Notifier>>,
     /// The lock table as this process's wake-ups name it (`keepers/wake.rs`).
     pub(crate) wake_scope: Arc<str>,
-    /// The waits in the server for crashed holders' markers.
+    /// The waits in the server for crashed holders' markers and holders' releases,
+    /// shared by the handles of one family.
     pub(crate) server_waits: ServerWaits,
+    /// The wake locks the handles of this family keep on the keys they hold, for other
+    /// processes' waiters to wait for in the server.
+    pub(crate) wake_locks: WakeLocks,
     /// The keys this handle holds, with their strategy, how many guards hold each, and
     /// the longest at-least hold they asked for: a request for one of them with another
     /// strategy is refused before any SQL, and the last release keeps the key that long.
@@ -103,6 +108,12 @@ impl Handle {
             .then(|| Arc::new(Presence::new(db.clone(), owner_text.clone())));
         let meter = Meter::new(db.table(), settings.metrics_key);
         let wake_scope = crate::keepers::wake::scope(&pool, db.table());
+        // Wake locks with waits in the server: a handle that polls only keeps none.
+        let wake = db
+            .wake_statements()
+            .filter(|_| settings.server_waits > 0)
+            .map(Arc::new);
+        let wake_locks = WakeLocks::new(&db, wake.clone());
         let watchdog = Watchdog::new(
             settings.renew_interval,
             db.clone(),
@@ -128,7 +139,8 @@ impl Handle {
             #[cfg(feature = "postgres")]
             notifier,
             wake_scope,
-            server_waits: ServerWaits::new(settings.server_waits),
+            server_waits: ServerWaits::new(settings.server_waits, wake.clone()),
+            wake_locks,
             holds: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             attempt_ended: Notify::new(),
@@ -299,14 +311,19 @@ impl Handle {
     }
 
     /// Another handle on the same table, pool and settings, with an owner id of its own.
+    /// It shares this handle's waits in the server and wake locks, and so their
+    /// connections and cap: a family of handles costs what one handle costs.
     pub(crate) fn sibling(&self) -> Self {
-        Self::new(
+        let mut sibling = Self::new(
             self.pool.clone(),
             self.db.clone(),
             self.settings,
             #[cfg(feature = "postgres")]
             self.notifier.clone(),
-        )
+        );
+        sibling.server_waits = self.server_waits.clone();
+        sibling.wake_locks = self.wake_locks.clone();
+        sibling
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use crate::keepers::wake_lock::WakeHold;
 use crate::support::error::Result;
 use crate::support::lost::LostSignal;
 
@@ -34,6 +35,9 @@ pub(crate) struct Held {
     runtime: tokio::runtime::Handle,
     /// When the hold began, for the metrics of its time held.
     granted_at: std::time::Instant,
+    /// The key's wake lock, asked for while a lease is held and let go once it has
+    /// been given back (`keepers/wake_lock.rs`).
+    wake: Option<WakeHold>,
 }
 
 impl Held {
@@ -48,7 +52,16 @@ impl Held {
     ) -> Self {
         handle.hold_started(&id.key, id.strategy, at_least, id.rw_write);
         handle.meter.hold_began(id.strategy, &id.key);
+        // A for-update lock's waiters wait on its row in the server already; a hold of
+        // a name in shared mode (a read, a permit) has no waiter of its own key.
+        let wake = match &hold {
+            Hold::Lease(_) if crate::db::values::Parent::of(&id.key).is_none() => {
+                handle.wake_locks.hold(&id.key)
+            }
+            _ => None,
+        };
         Self {
+            wake,
             handle,
             id,
             lost,
@@ -59,9 +72,19 @@ impl Held {
         }
     }
 
+    /// Has the key's wake lock taken at once: the hold was granted after a wait, so
+    /// others are likely to wait for it too (see `keepers/wake_lock.rs`).
+    pub(crate) fn contended(self) -> Self {
+        if let Some(w) = &self.wake {
+            w.hurry();
+        }
+        self
+    }
+
     /// Gives the hold back: whether the lock was still ours. A lease's renewal stops
-    /// before the release is sent. Not cancel safe: dropped, the release may or may
-    /// not have happened, and nothing is retried (the lease lapses at its expiry).
+    /// before the release is sent, and its wake lock is let go after it. Not cancel
+    /// safe: dropped, the release may or may not have happened, and nothing is retried
+    /// (the lease lapses at its expiry).
     pub(crate) async fn release(mut self) -> Result<bool> {
         self.released = true;
         let span = self.id.release_span(&self.handle.owner_text);
@@ -99,8 +122,10 @@ impl Drop for Held {
             let _entered = runtime.enter();
             let id = self.id.clone();
             // Before the hold is uncounted: the release keeps the key for the at-least
-            // hold the key's guards asked for, this one's included.
-            self.hold.end_in_background(&self.handle, id);
+            // hold the key's guards asked for, this one's included. The wake lock is
+            // let go once the release is done.
+            self.hold
+                .end_in_background(&self.handle, id, self.wake.take());
         }
         self.handle.hold_ended(&self.id.key, self.id.rw_write);
         let held = self.granted_at.elapsed();

@@ -210,7 +210,12 @@ impl LeaseHold {
 
     /// Stops renewal of this hold at once and gives it back in the background, on the
     /// runtime the caller has entered, as [`release`](Self::release) does.
-    pub(crate) fn release_in_background(&self, handle: &Arc<Handle>, id: LockId) {
+    pub(crate) fn release_in_background(
+        &self,
+        handle: &Arc<Handle>,
+        id: LockId,
+        wake: Option<crate::keepers::wake_lock::WakeHold>,
+    ) {
         handle.watchdog.unregister(&id.key, self.registration);
         // Read now: the guard's hold is counted until its drop ends.
         let at_least = handle.at_least(&id.key);
@@ -221,6 +226,7 @@ impl LeaseHold {
                 tracing::warn!(error = %e,
                     "releasing a dropped guard failed; the lease lapses at its expiry");
             }
+            drop(wake);
         };
         tokio::spawn(released.instrument(span));
     }

@@ -49,7 +49,12 @@ impl Acquired {
         }
         let (hold, id, lost) = Hold::start(handle, ask, self.granted, self.sent, renewal);
         tracing::debug!(token = id.token, "lock granted");
-        Held::new(Arc::clone(handle), id, hold, lost, at_least)
+        let held = Held::new(Arc::clone(handle), id, hold, lost, at_least);
+        if self.last_busy.is_some() {
+            held.contended()
+        } else {
+            held
+        }
     }
 }
 
@@ -97,7 +102,7 @@ pub(crate) async fn wait(
 async fn polled(handle: &Arc<Handle>, ask: &Ask, wait: Wait<'_>) -> Result<Acquired> {
     let mut wait = wait;
     if ask.strategy != Strategy::ForUpdate {
-        wait = wait.woken_for(&ask.key);
+        wait = wait.woken_for(&ask.key).woken_by_holder();
     }
     let dialect = handle.db.dialect();
     let mut last_busy = None;

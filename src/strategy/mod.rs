@@ -188,10 +188,16 @@ impl Hold {
     }
 
     /// Ends the lock without waiting, on the runtime the caller has entered: a lease is
-    /// released in the background, a transaction dropped (and so rolled back).
-    pub(crate) fn end_in_background(&self, handle: &Arc<Handle>, id: LockId) {
+    /// released in the background, a transaction dropped (and so rolled back). `wake`,
+    /// the key's wake lock, is let go once that is done.
+    pub(crate) fn end_in_background(
+        &self,
+        handle: &Arc<Handle>,
+        id: LockId,
+        wake: Option<crate::keepers::wake_lock::WakeHold>,
+    ) {
         match self {
-            Self::Lease(l) => l.release_in_background(handle, id),
+            Self::Lease(l) => l.release_in_background(handle, id, wake),
             Self::Tx(hold) => hold.abandon(),
         }
     }

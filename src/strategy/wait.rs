@@ -136,6 +136,9 @@ pub(crate) struct Wait<'h> {
     freed: Option<String>,
     /// The wait's watch of its key, for the markers its busy attempts find.
     _watch: Option<Watch>,
+    /// Whether a pause waits in the server for the release of the key's holder, by
+    /// its wake lock (a lock's wait: its key is what the holder holds).
+    holder_woken: bool,
 }
 
 impl std::fmt::Debug for Wait<'_> {
@@ -171,7 +174,17 @@ impl<'h> Wait<'h> {
             wakeups: None,
             local: None,
             freed: None,
+            holder_woken: false,
         }
+    }
+
+    /// Also wakes, between its polls, at the release of the key's holder in any process:
+    /// a pause waits in the server for the key's wake lock, which a holder keeps while
+    /// it holds the key (`keepers/wake_lock.rs`), within the handle's cap of waits in
+    /// the server; beyond it, or where the server has no wake locks, the pause polls.
+    pub(crate) fn woken_by_holder(mut self) -> Self {
+        self.holder_woken = true;
+        self
     }
 
     /// Also wakes at a release of `key`: by any handle of this process, on every server
@@ -279,19 +292,25 @@ impl<'h> Wait<'h> {
         let wake = Instant::now() + delay;
         let until = self.deadline.map_or(wake, |d| wake.min(d));
         // Where the last attempt found the key held by a lease recording another
-        // handle's marker, the pause waits in the server for that marker too.
-        let mut server = self.handle.server_waits.start(
-            &self.handle.db,
-            &self.key,
-            until.saturating_duration_since(Instant::now()),
-            self.freed.as_deref(),
-        );
+        // handle's marker, the pause waits in the server for that marker too; else,
+        // for a wait on one key's holder, for the holder's release (its wake lock).
+        let left = until.saturating_duration_since(Instant::now());
+        let waits = &self.handle.server_waits;
+        let mut server = waits
+            .start(&self.handle.db, &self.key, left, self.freed.as_deref())
+            .or_else(|| {
+                self.holder_woken
+                    .then(|| waits.wake_wait(&self.handle.db, &self.key, left))
+                    .flatten()
+            });
         let woken = tokio::select! {
             () = tokio::time::sleep_until(until) => false,
             () = self.notified() => true,
             () = woken(self.local.as_ref()) => true,
             () = freed(server.as_mut()) => {
-                self.freed = server.map(|s| s.marker);
+                if let Some(marker) = server.and_then(|s| s.marker) {
+                    self.freed = Some(marker);
+                }
                 true
             }
         };

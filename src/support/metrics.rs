@@ -18,7 +18,7 @@ use crate::support::strategy_kind::Strategy;
 use crate::support::validate::TableName;
 
 /// Every metric: its name, its kind, and what it counts.
-pub(crate) const NAMES: [(&str, Kind, &str); 11] = [
+pub(crate) const NAMES: [(&str, Kind, &str); 12] = [
     (GRANTS, Kind::Counter, "locks granted"),
     (
         BUSY,
@@ -38,6 +38,11 @@ pub(crate) const NAMES: [(&str, Kind, &str); 11] = [
         "watchdog renewals that failed or got no answer in time",
     ),
     (STATEMENTS, Kind::Counter, "statements sent to the database"),
+    (
+        WAKE_LOCK_STATEMENTS,
+        Kind::Counter,
+        "statements that took or let go of wake locks, or waited for them",
+    ),
     (
         ACQUIRE_SECONDS,
         Kind::Histogram,
@@ -64,6 +69,7 @@ const LOSSES: &str = "sqlock_losses_total";
 const RENEWALS: &str = "sqlock_renewals_total";
 const RENEWAL_FAILURES: &str = "sqlock_renewal_failures_total";
 const STATEMENTS: &str = "sqlock_statements_total";
+const WAKE_LOCK_STATEMENTS: &str = "sqlock_wake_lock_statements_total";
 const ACQUIRE_SECONDS: &str = "sqlock_acquire_seconds";
 const HELD_SECONDS: &str = "sqlock_held_seconds";
 const HANDOFF_SECONDS: &str = "sqlock_handoff_seconds";
@@ -99,13 +105,21 @@ pub(crate) struct Meter {
     key_label: bool,
 }
 
-/// Counts a statement sent on `table`, by whichever handle.
+/// Counts a statement sent on `table`, by whichever handle: one of a wake lock
+/// (`wake_lock`) apart from the lock table's.
 #[inline]
-pub(crate) fn statement_sent(table: &str) {
+pub(crate) fn statement_sent(table: &str, wake_lock: bool) {
     #[cfg(feature = "metrics")]
-    metrics::counter!(STATEMENTS, "table" => table.to_owned()).increment(1);
+    {
+        let name = if wake_lock {
+            WAKE_LOCK_STATEMENTS
+        } else {
+            STATEMENTS
+        };
+        metrics::counter!(name, "table" => table.to_owned()).increment(1);
+    }
     #[cfg(not(feature = "metrics"))]
-    let _ = table;
+    let _ = (table, wake_lock);
 }
 
 #[cfg(feature = "metrics")]

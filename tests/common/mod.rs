@@ -219,6 +219,11 @@ impl Backend {
         &self.url
     }
 
+    /// The SQLite database file of the test's table.
+    pub fn sqlite_file(&self) -> PathBuf {
+        sqlite_path(&self.table)
+    }
+
     /// A new, independent pool: as another process would have.
     pub async fn pool(&self) -> anyhow::Result<DbPool> {
         self.pool_with(8).await

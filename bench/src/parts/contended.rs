@@ -200,6 +200,12 @@ pub(crate) async fn contended(
         if notify {
             setups.push((Waiting::Notify, Some(s)));
         }
+        // Each worker on a pool of its own costs connections (its pool's, a wake
+        // lock's, its waits'): the lease alone, which every other row is judged by.
+        if s == Strategy::Lease {
+            setups.push((Waiting::Apart, Some(s)));
+            setups.push((Waiting::ApartPolling, Some(s)));
+        }
     }
     if db.dialect() != Dialect::Sqlite {
         setups.push((Waiting::NativeBlocking, None));
@@ -223,6 +229,28 @@ pub(crate) async fn contended(
             Waiting::Notify => b.notify_waiters(true),
             _ => b,
         };
+        if matches!(waiting, Waiting::Apart | Waiting::ApartPolling) {
+            let waits = if *waiting == Waiting::Apart {
+                sqlock::DEFAULT_SERVER_WAITS
+            } else {
+                0
+            };
+            let mut apart = Vec::with_capacity(workers);
+            for w in 0..workers {
+                let pool = crate::connect::apart(db, w).await?;
+                apart.push(
+                    Locker::builder(pool)
+                        .table(table.as_str())
+                        .strategy(*s)
+                        .ttl(TTL)
+                        .server_waits(waits)
+                        .build()?,
+                );
+            }
+            lockers.push(Some(apart));
+            quiet.push(Some(b.poll_interval(QUIET, QUIET).build()?));
+            continue;
+        }
         let l = match waiting {
             Waiting::Notify => b.clone(),
             _ => b.clone().poll_interval(args.poll, args.poll),

@@ -23,6 +23,10 @@ struct Handing {
     /// waiters that wait in the server, rather than by polling, hand the lock on after
     /// the end instead of giving up.
     grace: Duration,
+    /// Each worker a handle on a pool of its own that connects unlike the others, as in
+    /// a process of its own (this process's wake-ups never reach it), with the library's
+    /// defaults but this many waits in the server: `None` for the handles of `locker`.
+    apart: Option<u32>,
 }
 
 /// The contenders: the library's lease polling (and, on PostgreSQL, woken by the
@@ -35,12 +39,28 @@ fn handings(s: &Setup<'_>) -> Result<Vec<Handing>, Failure> {
         who: Contender::Sqlock("lease, polling"),
         locker: Some(lease.clone().poll_interval(poll, poll).build()?),
         grace: Duration::ZERO,
+        apart: None,
     }];
+    // Waiters in other processes, at the library's defaults: woken by the holder's wake
+    // lock on the servers, and the same without waits in the server (polling alone).
+    out.push(Handing {
+        who: Contender::Sqlock("lease, processes apart"),
+        locker: None,
+        grace: FOR_UPDATE_GRACE,
+        apart: Some(sqlock::DEFAULT_SERVER_WAITS),
+    });
+    out.push(Handing {
+        who: Contender::Sqlock("lease, processes apart, polling"),
+        locker: None,
+        grace: Duration::ZERO,
+        apart: Some(0),
+    });
     if s.db.dialect() == Dialect::Postgres {
         out.push(Handing {
             who: Contender::Sqlock("lease, notify"),
             locker: Some(lease.notify_waiters(true).build()?),
             grace: Duration::ZERO,
+            apart: None,
         });
     }
     // The fair strategy: each release hands the lock to the first waiter; the first
@@ -50,23 +70,27 @@ fn handings(s: &Setup<'_>) -> Result<Vec<Handing>, Failure> {
         who: Contender::Sqlock("fair, polling"),
         locker: Some(fair.clone().poll_interval(poll, poll).build()?),
         grace: Duration::ZERO,
+        apart: None,
     });
     if s.db.dialect() == Dialect::Postgres {
         out.push(Handing {
             who: Contender::Sqlock("fair, notify"),
             locker: Some(fair.notify_waiters(true).build()?),
             grace: Duration::ZERO,
+            apart: None,
         });
     }
     out.push(Handing {
         who: Contender::Sqlock("for-update"),
         locker: Some(s.builder().strategy(Strategy::ForUpdate).build()?),
         grace: FOR_UPDATE_GRACE,
+        apart: None,
     });
     out.extend(s.peers().into_iter().map(|who| Handing {
         who,
         locker: None,
         grace: FOR_UPDATE_GRACE,
+        apart: None,
     }));
     Ok(out)
 }
@@ -118,10 +142,20 @@ pub(super) async fn handoff(s: &Setup<'_>) -> Result<Vec<PeerHandoff>, Failure> 
             let c = &handings[i];
             let key = key(c.who, "handoff", 0);
             let mut ws = Vec::with_capacity(workers);
-            for _ in 0..workers {
-                ws.push(match &c.locker {
-                    Some(l) => PeerWorker::sqlock(l),
-                    None => s.peer(c.who)?,
+            for me in 0..workers {
+                ws.push(match (&c.locker, c.apart) {
+                    (Some(l), _) => PeerWorker::sqlock(l),
+                    (None, Some(waits)) => {
+                        let pool = crate::connect::apart(s.db, me).await?;
+                        let l = Locker::builder(pool)
+                            .table(s.table.as_str())
+                            .strategy(Strategy::Lease)
+                            .ttl(TTL)
+                            .server_waits(waits)
+                            .build()?;
+                        PeerWorker::sqlock(&l)
+                    }
+                    (None, None) => s.peer(c.who)?,
                 });
             }
             let h = Handoff::new(Instant::now() + slice);
