@@ -65,7 +65,7 @@
 //! | `sqlock_renewals_total` | counter | leases the watchdog renewed |
 //! | `sqlock_renewal_failures_total` | counter | renewals that failed or got no answer in time |
 //! | `sqlock_statements_total` | counter | statements sent |
-//! | `sqlock_wake_lock_statements_total` | counter | statements that took, let go of or waited for wake locks (see `LockerBuilder::server_waits`) |
+//! | `sqlock_wake_lock_statements_total` | counter | statements that took, let go of or waited for wake locks, and set up the connections that do (see `LockerBuilder::server_waits`) |
 //! | `sqlock_acquire_seconds` | histogram | start of an acquisition to its grant, waiting included |
 //! | `sqlock_held_seconds` | histogram | grant to the guard's release or drop |
 //! | `sqlock_handoff_seconds` | histogram | for an acquisition that waited: its last busy answer to its grant, at most the time the lock stood free before this waiter took it |

@@ -124,7 +124,8 @@ impl LockerBuilder {
     /// the database as before. Releases from handles without this setting announce
     /// nothing to other processes: turn it on for every handle on a table. (Within one
     /// process a release wakes the key's waiter whatever the setting, on every
-    /// database; this setting is for the waiters of other processes.)
+    /// database; this setting is for the waiters of other processes, which the holder's
+    /// wake lock wakes too, see [`server_waits`](Self::server_waits).)
     ///
     /// # Errors
     ///

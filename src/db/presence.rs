@@ -153,6 +153,20 @@ impl Db {
     /// a server that refuses that refuses presence. Bounded by the pool's acquire
     /// timeout.
     pub(crate) async fn presence_connect(&self) -> Result<Conn, Error> {
+        self.connect_apart(false).await
+    }
+
+    /// [`presence_connect`](Self::presence_connect), for a connection that waits in the
+    /// server or keeps wake locks: its set-up statements are counted as wake-lock
+    /// statements (`sqlock_wake_lock_statements_total`), not as the lock table's.
+    pub(crate) async fn wake_connect(&self) -> Result<Conn, Error> {
+        self.connect_apart(true).await
+    }
+
+    /// A connection outside the pool, exempt from the server's timeouts; its set-up
+    /// statements counted as wake-lock statements when `wake`.
+    async fn connect_apart(&self, wake: bool) -> Result<Conn, Error> {
+        let _ = wake;
         let limit = self.acquire_timeout();
         match self {
             #[cfg(feature = "postgres")]
@@ -160,8 +174,10 @@ impl Db {
                 use sqlx::ConnectOptions as _;
                 let opening = async {
                     let mut conn = b.pool().connect_options().connect().await?;
-                    let exempt: Statement<Nothing> =
-                        target(b.table(), PG, sql!("postgres", "presence_session"));
+                    let exempt: Statement<Nothing> = counted(
+                        target(b.table(), PG, sql!("postgres", "presence_session")),
+                        wake,
+                    );
                     sqlx::Postgres::rows(On::Conn(&mut conn), &exempt, &Nothing).await?;
                     Ok::<_, sqlx::Error>(Conn::Postgres(conn))
                 };
@@ -175,11 +191,15 @@ impl Db {
                 use sqlx::ConnectOptions as _;
                 let opening = async {
                     let mut conn = b.pool().connect_options().connect().await?;
-                    let exempt: Statement<Nothing> =
-                        target(b.table(), MY, sql!("mysql", "presence_session"));
+                    let exempt: Statement<Nothing> = counted(
+                        target(b.table(), MY, sql!("mysql", "presence_session")),
+                        wake,
+                    );
                     sqlx::MySql::execute(On::Conn(&mut conn), &exempt, &Nothing).await?;
-                    let ask: Statement<Nothing> =
-                        target(b.table(), MY, sql!("mysql", "presence_server"));
+                    let ask: Statement<Nothing> = counted(
+                        target(b.table(), MY, sql!("mysql", "presence_server")),
+                        wake,
+                    );
                     let rows = sqlx::MySql::rows(On::Conn(&mut conn), &ask, &Nothing).await?;
                     let server = match rows.first() {
                         Some(row) => sqlx::MySql::int(row, 0)?,
@@ -398,6 +418,16 @@ fn marker_name(server: i64, owner: &str) -> String {
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(super) fn timed_out(_: tokio::time::error::Elapsed) -> Error {
     Error::Database(sqlx::Error::PoolTimedOut)
+}
+
+/// `s`, counted as a wake lock's statement when `wake`.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn counted<V: super::statement::Values>(s: Statement<V>, wake: bool) -> Statement<V> {
+    if wake {
+        s.counted_as_wake_lock()
+    } else {
+        s
+    }
 }
 
 /// `template` rendered for the handle's table in `dialect`.

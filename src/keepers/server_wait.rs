@@ -284,7 +284,7 @@ impl ServerWaits {
                 .pop();
             let mut conn = match idle {
                 Some(conn) => conn,
-                None => match db.presence_connect().await {
+                None => match db.wake_connect().await {
                     Ok(conn) => conn,
                     Err(e) => {
                         tracing::debug!(error = %e,

@@ -383,7 +383,7 @@ impl Shared {
                 return None;
             }
         }
-        match self.db.presence_connect().await {
+        match self.db.wake_connect().await {
             Ok(conn) => Some(conn),
             Err(e) => {
                 tracing::debug!(error = %e, "no connection for wake locks; waiters poll");

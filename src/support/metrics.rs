@@ -41,7 +41,7 @@ pub(crate) const NAMES: [(&str, Kind, &str); 12] = [
     (
         WAKE_LOCK_STATEMENTS,
         Kind::Counter,
-        "statements that took or let go of wake locks, or waited for them",
+        "statements that took, let go of or waited for wake locks, and set up their connections",
     ),
     (
         ACQUIRE_SECONDS,
