@@ -68,27 +68,7 @@ async fn wake_lock(b: &Backend, admin: &DbPool, key: &str) -> anyhow::Result<(i6
                 .await?;
             (held, waiting)
         }
-        Dialect::Sqlite => {
-            // As the library names it: one of 4096 files, by FNV-1a of the name.
-            let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, c| {
-                (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
-            });
-            let mut dir = std::fs::canonicalize(b.sqlite_file())?.into_os_string();
-            dir.push("-sqlock-wake");
-            let file = std::path::PathBuf::from(dir).join(format!("{:03x}", hash % 4096));
-            let held = match std::fs::File::open(file) {
-                Ok(f) => {
-                    use nix::fcntl::{Flock, FlockArg};
-                    match Flock::lock(f, FlockArg::LockSharedNonblock) {
-                        Ok(_) => 0,
-                        Err((_, nix::errno::Errno::EWOULDBLOCK)) => 1,
-                        Err((_, e)) => anyhow::bail!("trying the wake file: {e}"),
-                    }
-                }
-                Err(_) => 0,
-            };
-            (held, UNSEEN)
-        }
+        Dialect::Sqlite => (locked(&wake_file(b, &name)?)?, UNSEEN),
         _ => {
             let held = b
                 .scalar(
@@ -113,6 +93,35 @@ async fn wake_lock(b: &Backend, admin: &DbPool, key: &str) -> anyhow::Result<(i6
 
 /// The waiters of a wake file: not to be seen.
 const UNSEEN: i64 = -1;
+
+/// The wake file of the wake lock named `name`, as the library names it: one of 4096
+/// files beside the database, by FNV-1a of the name.
+fn wake_file(b: &Backend, name: &str) -> anyhow::Result<std::path::PathBuf> {
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, c| {
+        (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut dir = std::fs::canonicalize(b.sqlite_file())?.into_os_string();
+    dir.push("-sqlock-wake");
+    Ok(std::path::PathBuf::from(dir).join(format!("{:03x}", hash % 4096)))
+}
+
+/// Whether `file` is locked by another (1) or not (0, or no such file).
+fn locked(file: &std::path::Path) -> anyhow::Result<i64> {
+    use nix::fcntl::{Flock, FlockArg};
+    Ok(match std::fs::File::open(file) {
+        Ok(f) => match Flock::lock(f, FlockArg::LockSharedNonblock) {
+            Ok(_) => 0,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => 1,
+            Err((_, e)) => anyhow::bail!("trying {}: {e}", file.display()),
+        },
+        Err(_) => 0,
+    })
+}
+
+/// Whether the waits seen are `want` (those not to be seen aside).
+fn waits_are(seen: (i64, i64), want: (i64, i64)) -> bool {
+    seen.0 == want.0 && (seen.1 == UNSEEN || seen.1 == want.1)
+}
 
 /// Ends the session that holds `key`'s wake lock: how many were ended.
 async fn kill_wake_session(b: &Backend, admin: &DbPool, key: &str) -> anyhow::Result<i64> {
@@ -361,6 +370,207 @@ async fn a_wake_lock_lost_with_its_connection_grants_nothing() -> anyhow::Result
             .await?
             .map_err(|e| anyhow::anyhow!("{d}: never granted after the release: {e}"))?;
         assert!(granted.release().await?, "{d}");
+    }
+    Ok(())
+}
+
+/// The sessions that wait for `key`'s wake lock and for its wake turn, as the server
+/// shows them. On MariaDB a wait names no key, and every wait's statement names both
+/// locks: the one whose turn it is (the turn is used) waits for the wake lock, the
+/// others for the turn. On SQLite whether the turn file is locked, and [`UNSEEN`].
+async fn waits(b: &Backend, admin: &DbPool, key: &str) -> anyhow::Result<(i64, i64)> {
+    let name = format!("{}:{key}", b.table);
+    Ok(match b.dialect {
+        Dialect::Sqlite => {
+            let mut file = wake_file(b, &name)?.into_os_string();
+            file.push("q");
+            (locked(std::path::Path::new(&file))?, UNSEEN)
+        }
+        Dialect::Postgres => {
+            let waiting = |class: u32| {
+                format!(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+                     AND classid = {class} AND NOT granted \
+                     AND objid = CAST(hashtext(current_schema() || '.' || '{name}') AS oid)"
+                )
+            };
+            (
+                b.scalar(admin, &waiting(1_936_813_169)).await?,
+                b.scalar(admin, &waiting(1_936_813_170)).await?,
+            )
+        }
+        _ => {
+            let turn_used = b
+                .scalar(
+                    admin,
+                    &format!(
+                        "SELECT CAST(IS_USED_LOCK(CONCAT('sqlock:q:', MD5(CONCAT(\
+                         IFNULL(DATABASE(), ''), '.', '{name}')))) IS NOT NULL AS SIGNED)"
+                    ),
+                )
+                .await?;
+            let waiting = b
+                .scalar(
+                    admin,
+                    "SELECT CAST(count(*) AS SIGNED) FROM information_schema.PROCESSLIST \
+                     WHERE STATE = 'User lock' AND INFO LIKE '%sqlock:q:%'",
+                )
+                .await?;
+            let on_wake = i64::from(turn_used > 0 && waiting > 0);
+            (on_wake, waiting - on_wake)
+        }
+    })
+}
+
+/// A key's waiters take turns at its wake lock: a release wakes the waiter whose turn
+/// it is, not every waiter at once to race for the row, and the next one's turn comes
+/// once the new holder keeps the wake lock, so that the next release wakes it. No
+/// waiter's attempt finds the key busy after the first two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_one_waiter_and_the_next_release_the_next() -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    for b in common::backends("wake_lock_turns").await {
+        b.fresh_table().await?;
+        let d = b.dialect;
+        let admin = b.pool().await?;
+        let key = "turns";
+        // Three processes as far as wake-ups go: only the server wakes a waiter.
+        let holder = b.builder_apart_as(1).await?.ttl(QUIET_POLL * 5).build()?;
+        let quiet_apart = |n: usize| {
+            let b = &b;
+            async move {
+                anyhow::Ok(
+                    b.builder_apart_as(n)
+                        .await?
+                        .ttl(QUIET_POLL * 5)
+                        .poll_interval(QUIET_POLL, QUIET_POLL)
+                        .server_waits(2)
+                        .build()?,
+                )
+            }
+        };
+        let (first, second) = (quiet_apart(2).await?, quiet_apart(3).await?);
+        let guard = holder.acquire(key).await?;
+        anyhow::ensure!(
+            until_wake_lock(&b, &admin, key, true, None).await?,
+            "{d}: the holder never took the wake lock"
+        );
+        let before = busy("lease", &b.table);
+        let waiting_first = tokio::spawn({
+            let first = first.clone();
+            async move { first.acquire_timeout(key, WITHIN).await }
+        });
+        anyhow::ensure!(
+            common::eventually(|| async { Ok(waits_are(waits(&b, &admin, key).await?, (1, 0))) })
+                .await?,
+            "{d}: the first waiter never waited for the wake lock"
+        );
+        anyhow::ensure!(
+            common::eventually(|| async { Ok(busy("lease", &b.table) == before + 1) }).await?,
+            "{d}: the first waiter never found the key busy"
+        );
+        let waiting_second = tokio::spawn({
+            let second = second.clone();
+            async move { second.acquire_timeout(key, WITHIN * 2).await }
+        });
+        anyhow::ensure!(
+            common::eventually(|| async { Ok(waits_are(waits(&b, &admin, key).await?, (1, 1))) })
+                .await?,
+            "{d}: the second waiter never waited for its turn"
+        );
+        anyhow::ensure!(
+            common::eventually(|| async { Ok(busy("lease", &b.table) == before + 2) }).await?,
+            "{d}: the second waiter never found the key busy"
+        );
+        let busy_seen = busy("lease", &b.table);
+
+        assert!(guard.release().await?, "{d}");
+        let granted = waiting_first
+            .await?
+            .map_err(|e| anyhow::anyhow!("{d}: the first waiter was not woken: {e}"))?;
+        // The second waits for the new holder's wake lock now, having tried nothing.
+        anyhow::ensure!(
+            common::eventually(|| async { Ok(waits_are(waits(&b, &admin, key).await?, (1, 0))) })
+                .await?,
+            "{d}: the second waiter never waited for the new holder's wake lock"
+        );
+        assert!(!waiting_second.is_finished(), "{d}: granted under a holder");
+        assert_eq!(
+            busy("lease", &b.table),
+            busy_seen,
+            "{d}: the release woke the second waiter too, to find the key taken"
+        );
+
+        assert!(granted.release().await?, "{d}");
+        let granted = waiting_second
+            .await?
+            .map_err(|e| anyhow::anyhow!("{d}: the second waiter was not woken: {e}"))?;
+        assert_eq!(busy("lease", &b.table), busy_seen, "{d}");
+        assert!(granted.release().await?, "{d}");
+        anyhow::ensure!(
+            common::eventually(|| async { Ok(waits_are(waits(&b, &admin, key).await?, (0, 0))) })
+                .await?,
+            "{d}: a wait outlived the last waiter"
+        );
+    }
+    Ok(())
+}
+
+/// A writer's release wakes the readers of another process waiting for it, every one
+/// of them: the write side is a lease on the lock's name, which keeps the name's wake
+/// lock, and a read waits for it in the server without turns (each reader may be
+/// granted). Two readers, each on a pool apart and polling once a minute, are seen
+/// waiting (the server shows both waits; on SQLite, their attempts were sent while the
+/// writer held), and both are granted within 20 s of the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writers_release_wakes_every_reader_of_another_process() -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    for b in common::backends("wake_lock_readers").await {
+        b.fresh_table().await?;
+        let d = b.dialect;
+        let admin = b.pool().await?;
+        let name = "document";
+        let statements = || counter(&format!("sqlock_statements_total{{table={}}}", b.table));
+        let writer = b.builder_apart_as(1).await?.ttl(QUIET_POLL * 5).build()?;
+        let write = writer.write_lock(name).acquire().await?;
+        anyhow::ensure!(
+            until_wake_lock(&b, &admin, name, true, Some(0)).await?,
+            "{d}: the writer never took the name's wake lock"
+        );
+        let before = statements();
+        let mut readers = Vec::new();
+        for n in [2, 3] {
+            let reader = b
+                .builder_apart_as(n)
+                .await?
+                .ttl(QUIET_POLL * 5)
+                .poll_interval(QUIET_POLL, QUIET_POLL)
+                .server_waits(2)
+                .build()?;
+            let waiting = tokio::spawn({
+                let reader = reader.clone();
+                async move { reader.read_lock(name).acquire_timeout(WITHIN).await }
+            });
+            readers.push((reader, waiting));
+        }
+        let seen = common::eventually(|| async {
+            let (_, waiting) = wake_lock(&b, &admin, name).await?;
+            Ok(statements() >= before + 2 && (waiting == 2 || waiting == UNSEEN))
+        })
+        .await?;
+        anyhow::ensure!(seen, "{d}: the readers never waited for the writer");
+        let released = Instant::now();
+        assert!(write.release().await?, "{d}");
+        for (_, waiting) in readers {
+            let read = waiting
+                .await?
+                .map_err(|e| anyhow::anyhow!("{d}: a reader was not woken: {e}"))?;
+            assert!(read.release().await?, "{d}");
+        }
+        eprintln!(
+            "{d}: both readers granted {:?} after the write's release",
+            released.elapsed()
+        );
     }
     Ok(())
 }

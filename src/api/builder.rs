@@ -242,23 +242,35 @@ impl LockerBuilder {
     /// How many of the handle's waiters may wait **inside the server** at once, for a
     /// holder's release or a crashed holder, with the handles made from it by
     /// [`Locker::new_handle`], which share its cap and connections. Defaults to 2; `0` turns waiting in the
-    /// server off, for this handle's waiters and for its holds. PostgreSQL and MariaDB;
-    /// lock waiters (lease and insert) and the fair lock's first waiter.
+    /// server off, for this handle's waiters and for its holds. PostgreSQL, MariaDB and
+    /// (for a holder's release) SQLite; lock waiters (lease, insert, a leader
+    /// election's candidates, a writer of a read-write lock), the fair lock's first
+    /// waiter, and readers waiting for a writer. A semaphore's and a multi-lock's
+    /// waiters poll.
     ///
     /// **A holder's release.** While a handle holds a lease (any strategy but
     /// for-update), it keeps the key's *wake lock*: a session advisory lock on
     /// PostgreSQL, a `GET_LOCK` name on MariaDB, on one connection of the handle's own
     /// outside the pool, which holds the wake locks of every key the handle holds. It
     /// lets the wake lock go once the release has committed. A waiter whose attempt
-    /// found the key busy waits, for as long as the pause until its next poll, for that
-    /// wake lock (in the shared form on PostgreSQL, so every waiter wakes at once), and
-    /// tries again the moment it is let go: waiters in other processes learn that a
-    /// lock is free within a round trip of its release rather than at their next poll.
-    /// The holder's statements are off the caller's path: a hold that did not wait
-    /// takes its wake lock 5 ms after its grant (a hold given back sooner sends none),
-    /// one that waited at once. A waiter that finds the key held without a wake lock
-    /// (its holder has just been granted, keeps none, or polls only) asks again 1, 2, 4,
-    /// 8 and 16 ms later, then polls.
+    /// found the key busy waits for that wake lock, and tries again the moment it is
+    /// let go: waiters in other processes learn that a lock is free within a round
+    /// trip of its release rather than at their next poll. The key's waiters take
+    /// turns (a *wake turn*, a second native lock, queued in the order they asked):
+    /// only the waiter whose turn it is waits for the wake lock, so a release wakes one
+    /// waiter, as a native lock's release does, not every waiter to race for the row.
+    /// The woken waiter keeps its turn until its attempt has answered and, granted,
+    /// until its own wake lock is taken; then the next waiter's turn begins. While the
+    /// wake lock is held, a waiter's pause lasts until the release, or the longest poll
+    /// interval at most (a lease that lapses unreleased is found by the poll after it,
+    /// as the back-off would find it). The holder's statements are off the caller's
+    /// path: a hold that did not wait takes its wake lock 5 ms after its grant (a hold
+    /// given back sooner sends none), one that waited at once. A waiter that finds the
+    /// key held without a wake lock (its holder has just been granted, keeps none, or
+    /// polls only) asks again 1, 2, 4, 8 and 16 ms later, then sleeps the rest of its
+    /// pause and polls. Readers waiting for a read-write lock's writer wait for the
+    /// name's wake lock, which the write side keeps, without turns: the writer's release
+    /// wakes every one of them, as each may then be granted.
     ///
     /// **A crashed holder.** A waiter whose attempt finds the key held by a lease that
     /// records another handle's [presence](Self::presence) marker (the holder had
@@ -282,7 +294,10 @@ impl LockerBuilder {
     /// waited for (SQLite, a transaction-pooling proxy, a Galera node), waiters poll as
     /// before. Where no wake lock is held, a waiter's pause costs it up to six short
     /// statements on its wait connection, none on the pool. The wake locks' statements
-    /// are counted apart, as `sqlock_wake_lock_statements_total`.
+    /// are counted apart, as `sqlock_wake_lock_statements_total`. A waiter dropped
+    /// while its turn is under way leaves its wait to run out in the server: the next
+    /// waiter's turn then comes at the release, which finds no wake lock, and it polls
+    /// at its next pause's end (a wake-up lost, never a grant).
     ///
     /// Within one process a release wakes the key's waiter whatever this setting
     /// (`keepers/wake.rs`); and see [`notify_waiters`](Self::notify_waiters).

@@ -523,6 +523,7 @@ impl<'a> LockRequest<'a> {
             granted,
             sent,
             last_busy,
+            turn: None,
         };
         let held = acquired.hold(self.shared, ask, started, self.renewal(ask), self.at_least);
         LockGuard::from_held(held)

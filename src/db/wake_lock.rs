@@ -7,9 +7,14 @@
 //! missing, late, or kept by a holder whose lease lapsed costs a waiter its poll, never
 //! a grant. On PostgreSQL it is a session advisory lock, on MariaDB a `GET_LOCK` name,
 //! on SQLite a file lock on one of 4096 files in a folder beside the database
-//! (`<file>-sqlock-wake/`), which waiters try every millisecond, a system call and no
-//! statement (an in-memory database has none; its waiters are all in one process, where
+//! (`<file>-sqlock-wake/`), which a thread of the waiter's process waits for in the
+//! kernel, a blocked system call and no statement (an in-memory database has none; its waiters are all in one process, where
 //! `keepers/wake.rs` wakes them). A transaction-pooling proxy keeps no session: none.
+//!
+//! A key's waiters take turns: a wait takes the key's *wake turn* (another native lock
+//! of the same name; on SQLite the wake file's twin) before it waits for the wake
+//! lock, and keeps it until [`WakeStatements::leave`] (on SQLite until the file is
+//! closed), so that a release wakes one waiter.
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use super::backend::{sql, Backend};
@@ -20,6 +25,8 @@ use super::presence::Conn;
 use super::runner::{On, Runner};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use super::statement::Statement;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use super::values::Nothing;
 use super::values::{WakeName, WakeWait};
 use super::Db;
 use crate::support::error::Error;
@@ -49,12 +56,16 @@ pub(crate) enum WakeStatements {
         hold: Statement<WakeName<'static>>,
         free: Statement<WakeName<'static>>,
         wait: Statement<WakeWait<'static>>,
+        wait_all: Statement<WakeWait<'static>>,
+        leave: Statement<Nothing>,
     },
     #[cfg(feature = "mysql")]
     MySql {
         hold: Statement<WakeName<'static>>,
         free: Statement<WakeName<'static>>,
         wait: Statement<WakeWait<'static>>,
+        wait_all: Statement<WakeWait<'static>>,
+        leave: Statement<Nothing>,
     },
 }
 
@@ -82,6 +93,10 @@ impl Db {
                         .counted_as_wake_lock(),
                     wait: target(b.table(), PG, sql!("postgres", "wake_wait"))
                         .counted_as_wake_lock(),
+                    wait_all: target(b.table(), PG, sql!("postgres", "wake_wait_all"))
+                        .counted_as_wake_lock(),
+                    leave: target(b.table(), PG, sql!("postgres", "wake_leave"))
+                        .counted_as_wake_lock(),
                 })
             }
             #[cfg(feature = "mysql")]
@@ -91,6 +106,10 @@ impl Db {
                     hold: target(b.table(), MY, sql!("mysql", "wake_hold")).counted_as_wake_lock(),
                     free: target(b.table(), MY, sql!("mysql", "wake_free")).counted_as_wake_lock(),
                     wait: target(b.table(), MY, sql!("mysql", "wake_wait")).counted_as_wake_lock(),
+                    wait_all: target(b.table(), MY, sql!("mysql", "wake_wait_all"))
+                        .counted_as_wake_lock(),
+                    leave: target(b.table(), MY, sql!("mysql", "wake_leave"))
+                        .counted_as_wake_lock(),
                 })
             }
             #[cfg(feature = "sqlite")]
@@ -187,8 +206,12 @@ impl WakeStatements {
         bounded(step).await
     }
 
-    /// Waits on `conn`, for `wait` at most, for the wake lock named `wake` to be let
-    /// go by its holder, and lets it go at once (`wake_wait.sql`). An error: the
+    /// Waits on `conn`, for `wait` at most, for the key's wake turn and then for the
+    /// wake lock named `wake` to be let go by its holder, and lets the lock go at once
+    /// (`wake_wait.sql`); the turn is kept, whatever the answer, until
+    /// [`leave`](Self::leave) (or the connection's end). Without `turns` (a shared
+    /// hold's waiter: every such waiter may be granted at once), no turn is taken and
+    /// every waiter of the key wakes at the release (`wake_wait_all.sql`). An error: the
     /// connection failed, or ended. Cancel-safe as a presence wait: dropped, it leaves
     /// the connection in an unknown state, to be closed.
     pub(crate) async fn wait(
@@ -196,6 +219,7 @@ impl WakeStatements {
         conn: &mut Conn,
         wake: &str,
         wait: std::time::Duration,
+        turns: bool,
     ) -> Result<WakeAnswer, sqlx::Error> {
         let values = WakeWait {
             wake,
@@ -208,7 +232,8 @@ impl WakeStatements {
         };
         match (self, conn) {
             #[cfg(feature = "postgres")]
-            (Self::Postgres { wait, .. }, Conn::Postgres(conn)) => {
+            (Self::Postgres { wait, wait_all, .. }, Conn::Postgres(conn)) => {
+                let wait = if turns { wait } else { wait_all };
                 match sqlx::Postgres::rows(On::Conn(conn), wait, &values).await {
                     Ok(rows) => match rows.first() {
                         Some(row) => Ok(answer(sqlx::Postgres::int(row, 0)?)),
@@ -222,7 +247,8 @@ impl WakeStatements {
                 }
             }
             #[cfg(feature = "mysql")]
-            (Self::MySql { wait, .. }, Conn::MySql { conn, .. }) => {
+            (Self::MySql { wait, wait_all, .. }, Conn::MySql { conn, .. }) => {
+                let wait = if turns { wait } else { wait_all };
                 let rows = sqlx::MySql::rows(On::Conn(conn), wait, &values).await?;
                 Ok(match rows.first() {
                     Some(row) => answer(sqlx::MySql::int(row, 0)?),
@@ -232,6 +258,31 @@ impl WakeStatements {
             #[allow(unreachable_patterns)]
             _ => Err(other_server()),
         }
+    }
+}
+
+impl WakeStatements {
+    /// Lets the connection's wake turns go (`wake_leave.sql`), once the attempt that
+    /// followed its wait has answered or its wait ran out: the next waiter of the key
+    /// starts waiting for the wake lock. A wait connection holds nothing else.
+    pub(crate) async fn leave(&self, conn: &mut Conn) -> Result<(), sqlx::Error> {
+        let step = async {
+            match (self, conn) {
+                #[cfg(feature = "postgres")]
+                (Self::Postgres { leave, .. }, Conn::Postgres(conn)) => {
+                    sqlx::Postgres::rows(On::Conn(conn), leave, &Nothing).await?;
+                    Ok(())
+                }
+                #[cfg(feature = "mysql")]
+                (Self::MySql { leave, .. }, Conn::MySql { conn, .. }) => {
+                    sqlx::MySql::rows(On::Conn(conn), leave, &Nothing).await?;
+                    Ok(())
+                }
+                #[allow(unreachable_patterns)]
+                _ => Err(other_server()),
+            }
+        };
+        bounded(step).await
     }
 }
 
@@ -260,7 +311,7 @@ fn other_server() -> sqlx::Error {
     sqlx::Error::Protocol("a wake lock connection of another server".into())
 }
 
-/// How often a waiter tries a wake file.
+/// How often a waiter tries a wake file's turn.
 #[cfg(feature = "sqlite")]
 const FILE_TRY_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
@@ -293,37 +344,113 @@ pub(crate) fn take_file(
 }
 
 /// Waits, for `wait` at most, for the wake file of `wake` in `dir` to be let go by its
-/// holder, trying it every [`FILE_TRY_EVERY`] in the shared form, which holds no holder
-/// up.
+/// holder, in the shared form, which holds no holder up: tried once, then waited for
+/// by this process's thread for the file ([`watch_file`]). First takes the wake turn,
+/// the file's twin (`<file>q`), exclusively, tried every [`FILE_TRY_EVERY`], unless
+/// `turn` holds it already: only the waiter whose turn it is waits for the wake file,
+/// and the turn stays in `turn`, locked until dropped. With no `turn` (a shared hold's
+/// waiter), no turn is taken.
 #[cfg(feature = "sqlite")]
 pub(crate) async fn wait_file(
     dir: &std::path::Path,
     wake: &str,
     wait: std::time::Duration,
+    turn: Option<&mut Option<std::fs::File>>,
 ) -> WakeAnswer {
     use fs4::fs_std::FileExt;
     let Ok(file) = std::fs::File::open(wake_file(dir, wake)) else {
         return WakeAnswer::NotHeld;
     };
     let until = tokio::time::Instant::now() + wait;
-    let mut first = true;
-    loop {
-        match FileExt::try_lock_shared(&file) {
-            Ok(true) => {
-                let _ = FileExt::unlock(&file);
-                return if first {
-                    WakeAnswer::NotHeld
-                } else {
-                    WakeAnswer::Freed
-                };
+    if let Some(turn @ None) = turn {
+        let mut name = wake_file(dir, wake).into_os_string();
+        name.push("q");
+        let Ok(queue) = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(name)
+        else {
+            return WakeAnswer::NotHeld;
+        };
+        loop {
+            match FileExt::try_lock_exclusive(&queue) {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(_) => return WakeAnswer::Held,
             }
-            Ok(false) => {}
-            Err(_) => return WakeAnswer::Held,
+            if tokio::time::Instant::now() >= until {
+                return WakeAnswer::Held;
+            }
+            tokio::time::sleep(FILE_TRY_EVERY).await;
         }
-        first = false;
-        if tokio::time::Instant::now() >= until {
-            return WakeAnswer::Held;
-        }
-        tokio::time::sleep(FILE_TRY_EVERY).await;
+        *turn = Some(queue);
     }
+    match FileExt::try_lock_shared(&file) {
+        Ok(true) => {
+            let _ = FileExt::unlock(&file);
+            return WakeAnswer::NotHeld;
+        }
+        Ok(false) => {}
+        Err(_) => return WakeAnswer::Held,
+    }
+    let Some(mut freed) = watch_file(wake_file(dir, wake)) else {
+        return WakeAnswer::Held;
+    };
+    let let_go = matches!(
+        tokio::time::timeout_at(until, freed.wait_for(|f| *f)).await,
+        Ok(Ok(_))
+    );
+    if let_go {
+        WakeAnswer::Freed
+    } else {
+        WakeAnswer::Held
+    }
+}
+
+/// Per wake file of this process that a holder of another keeps locked, the news of
+/// its let-go, from the one thread that waits for it ([`watch_file`]).
+#[cfg(feature = "sqlite")]
+type Watchers = std::collections::HashMap<std::path::PathBuf, tokio::sync::watch::Receiver<bool>>;
+
+#[cfg(feature = "sqlite")]
+fn watchers() -> std::sync::MutexGuard<'static, Watchers> {
+    static WATCHERS: std::sync::OnceLock<std::sync::Mutex<Watchers>> = std::sync::OnceLock::new();
+    WATCHERS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The news of `path`'s let-go (`true` once let go), from a thread of this process
+/// that waits for it in the kernel, blocked on a shared lock of the file, which the
+/// holder's let-go grants at once: started by the first waiter, shared by every waiter
+/// of the file that comes while it waits, and ended by the let-go (so a thread lasts
+/// as long as a hold that some waiter watched, and there are at most as many as there
+/// are wake files, 4096). `None` when no thread could be started.
+#[cfg(feature = "sqlite")]
+fn watch_file(path: std::path::PathBuf) -> Option<tokio::sync::watch::Receiver<bool>> {
+    use fs4::fs_std::FileExt;
+    let mut all = watchers();
+    if let Some(rx) = all.get(&path) {
+        return Some(rx.clone());
+    }
+    let file = std::fs::File::open(&path).ok()?;
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let watched = path.clone();
+    let started = std::thread::Builder::new()
+        .name("sqlock-wake-file".into())
+        .spawn(move || {
+            // Blocks until no holder keeps the file; an error (a signal) ends the
+            // watch as a let-go would: its waiters try, and find the key busy.
+            let _ = FileExt::lock_shared(&file);
+            let _ = FileExt::unlock(&file);
+            watchers().remove(&watched);
+            let _ = tx.send(true);
+        });
+    if started.is_err() {
+        return None;
+    }
+    all.insert(path, rx.clone());
+    Some(rx)
 }

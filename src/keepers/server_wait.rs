@@ -22,9 +22,22 @@
 //! The same connections serve the waits for a live holder's release: a waiter whose
 //! attempt found its key busy, with no crashed holder's marker to wait for, waits for
 //! the key's wake lock, which the holder keeps while it holds the key and lets go once
-//! its release has committed (`keepers/wake_lock.rs`, `wake_wait.sql`). Nobody holding
-//! it as the wait begins (a holder that keeps none, or has not taken it yet) is asked
-//! again over the next 31 ms, then the waiter polls.
+//! its release has committed (`keepers/wake_lock.rs`, `wake_wait.sql`), for as long
+//! as the longest poll interval at most. Nobody holding it as the wait begins (a
+//! holder that keeps none, or has not taken it yet) is asked again over the next
+//! 31 ms, then the waiter sleeps the rest of its pause.
+//!
+//! The key's waiters take turns at the wake lock (its *wake turn*, a second native
+//! lock that each wait takes first, in the order they asked, and keeps past its
+//! statement): a release wakes the one waiter whose turn it is, as a native lock's
+//! release does, rather than every waiter of the key at once to race for the row. The
+//! woken waiter keeps the [`Started`] until its attempt has answered, and a granted
+//! one hands it to its hold, which drops it once its own wake lock is taken
+//! (`WakeHold::hurry`); dropped, it lets the wait's task let the turn go
+//! (`wake_leave.sql`), and the next waiter's wait for the wake lock begins. A turn is
+//! kept one second at most after a wake; a waiter's session that ends lets its turn
+//! go with it. On SQLite the turn is a file beside the wake file, locked
+//! exclusively, and closed to let it go.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -55,6 +68,11 @@ const NOT_HELD_RETRIES: [Duration; 5] = [
     Duration::from_millis(8),
     Duration::from_millis(16),
 ];
+
+/// How long a woken waiter may keep its key's wake turn for the attempt that follows
+/// the wake: an attempt answers in a round trip or two, and one that takes longer
+/// (a slow server) lets the next waiter wait meanwhile.
+const TRIED_LIMIT: Duration = Duration::from_secs(1);
 
 /// A handle's waits in the server: what its busy attempts saw, its connections, its
 /// cap.
@@ -109,21 +127,60 @@ impl Drop for Watch {
 }
 
 /// A wait in the server under way: the crashed holder's marker it waits for (`None`
-/// for a key's wake lock), and its answer (`true`: freed).
+/// for a key's wake lock), and its answer. Kept by the waiter until the
+/// attempt after a wake has answered: dropped, it lets the key's wake turn go (see
+/// [`ServerWaits::wake_wait`]).
 #[derive(Debug)]
 pub(crate) struct Started {
     pub(crate) marker: Option<String>,
-    answer: oneshot::Receiver<bool>,
+    answer: oneshot::Receiver<WakeAnswer>,
+    /// Dropped once the waiter has tried after a wake, or has left.
+    _tried: oneshot::Sender<()>,
 }
 
 impl Started {
-    /// Returns once the marker was freed; never when the wait ran out or failed.
+    /// Returns once the marker or wake lock was freed; never when the wait ran out
+    /// or failed.
     pub(crate) async fn freed(&mut self) {
-        match (&mut self.answer).await {
-            Ok(true) => {}
-            _ => std::future::pending().await,
+        if self.ended().await != WakeAnswer::Freed {
+            std::future::pending().await
         }
     }
+
+    /// How the wait ended: freed; ran out with it still held; or nothing held to wait
+    /// for (a wake lock nobody took), which a wait that failed answers too.
+    pub(crate) async fn ended(&mut self) -> WakeAnswer {
+        (&mut self.answer).await.unwrap_or(WakeAnswer::NotHeld)
+    }
+}
+
+/// A wait's answer to its waiter, and the waiter's word that it has tried after it.
+struct Reply {
+    tell: oneshot::Sender<WakeAnswer>,
+    tried: oneshot::Receiver<()>,
+}
+
+impl Reply {
+    /// Sends the answer; what tells that the waiter has tried after it (at once when
+    /// the waiter is gone).
+    fn send(self, answer: WakeAnswer) -> oneshot::Receiver<()> {
+        let _ = self.tell.send(answer);
+        self.tried
+    }
+}
+
+/// A [`Started`] and the [`Reply`] its wait answers on.
+fn started(marker: Option<String>) -> (Started, Reply) {
+    let (tell, answer) = oneshot::channel();
+    let (tried_tx, tried) = oneshot::channel();
+    (
+        Started {
+            marker,
+            answer,
+            _tried: tried_tx,
+        },
+        Reply { tell, tried },
+    )
 }
 
 impl ServerWaits {
@@ -217,15 +274,31 @@ impl ServerWaits {
         }
         let waited = marker.clone();
         let waiting = db.clone();
-        self.spawn(db, Some(marker), wait, move |conn| {
-            Box::pin(async move { waiting.marker_wait(conn, &waited, wait).await })
+        self.spawn(db, Some(marker), wait, move |conn, reply| {
+            Box::pin(async move {
+                let freed = waiting.marker_wait(conn, &waited, wait).await?;
+                reply.send(if freed {
+                    WakeAnswer::Freed
+                } else {
+                    WakeAnswer::Held
+                });
+                Ok(())
+            })
         })
     }
 
     /// Starts a wait in the server, for `wait` at most, for `key`'s wake lock to be let
-    /// go by its holder (a live holder's release). `None` when the pause is too short,
-    /// the cap is reached, or the server has no wake locks.
-    pub(crate) fn wake_wait(&self, db: &Db, key: &str, wait: Duration) -> Option<Started> {
+    /// go by its holder (a live holder's release), in the key's turn with `turns` (a
+    /// lock's waiter: one waiter is woken), or with every waiter of the key without (a
+    /// shared hold's waiter, a read: all of them may be granted). `None` when the pause
+    /// is too short, the cap is reached, or the server has no wake locks.
+    pub(crate) fn wake_wait(
+        &self,
+        db: &Db,
+        key: &str,
+        wait: Duration,
+        turns: bool,
+    ) -> Option<Started> {
         let s = &self.shared;
         if wait < SHORTEST {
             return None;
@@ -238,41 +311,63 @@ impl ServerWaits {
             // SQLite: a file to try, no connection.
             let dir = dir.to_owned();
             let slot = Arc::clone(&s.slots).try_acquire_owned().ok()?;
-            let (tell, answer) = oneshot::channel();
+            let (started, reply) = started(None);
             tokio::spawn(async move {
                 let _slot = slot;
-                let freed = retried(WakeSite::File(&dir), &name, until).await;
-                let _ = tell.send(freed.unwrap_or(false));
+                let mut turn = None;
+                let site = WakeSite::File(&dir, turns.then_some(&mut turn));
+                let answer = retried(site, &name, until)
+                    .await
+                    .unwrap_or(WakeAnswer::NotHeld);
+                // As on a server: the turn is kept through the woken waiter's attempt
+                // and its own take, and let go when the file is closed.
+                let tried = reply.send(answer);
+                if answer == WakeAnswer::Freed {
+                    let _ = tokio::time::timeout(TRIED_LIMIT, tried).await;
+                }
+                drop(turn);
             });
-            return Some(Started {
-                marker: None,
-                answer,
-            });
+            return Some(started);
         }
         let server = db.clone();
-        self.spawn(db, None, wait, move |conn| {
+        self.spawn(db, None, wait + TRIED_LIMIT, move |conn, reply| {
             Box::pin(async move {
                 // A Galera node keeps a GET_LOCK name on one node only (asked once).
                 if server.wake_locks_ruled_out().await.unwrap_or(true) {
-                    return Ok(false);
+                    reply.send(WakeAnswer::NotHeld);
+                    return Ok(());
                 }
-                retried(WakeSite::Server(&statements, conn), &name, until).await
+                let site = WakeSite::Server(&statements, &mut *conn, turns);
+                let answer = retried(site, &name, until).await?;
+                if !turns {
+                    reply.send(answer);
+                    return Ok(());
+                }
+                // Woken, the waiter keeps its turn until its attempt has answered: the
+                // next waiter of the key waits for the wake lock of the holder that
+                // attempt makes, or for the same release should it lose.
+                let tried = reply.send(answer);
+                if answer == WakeAnswer::Freed {
+                    let _ = tokio::time::timeout(TRIED_LIMIT, tried).await;
+                }
+                statements.leave(conn).await
             })
         })
     }
 
     /// Runs `wait` on a connection of the handle's own (an idle one, or one opened for
     /// it), in a task of its own, bounded by `bound` and [`SLACK`] on the client's
-    /// clock, when a slot is free: its answer comes back on the returned [`Started`].
-    /// The connection is kept for the next wait when the wait answered, closed when it
-    /// failed or did not answer in time (its state is unknown).
+    /// clock, when a slot is free: it answers on the [`Reply`] it is given, which comes
+    /// back on the returned [`Started`]. The connection is kept for the next wait when
+    /// the wait ended well, closed when it failed or did not end in time (its state is
+    /// unknown).
     fn spawn<F>(&self, db: &Db, marker: Option<String>, bound: Duration, wait: F) -> Option<Started>
     where
-        F: for<'c> FnOnce(&'c mut Conn) -> WaitFuture<'c> + Send + 'static,
+        F: for<'c> FnOnce(&'c mut Conn, Reply) -> WaitFuture<'c> + Send + 'static,
     {
         let s = &self.shared;
         let slot = Arc::clone(&s.slots).try_acquire_owned().ok()?;
-        let (tell, answer) = oneshot::channel();
+        let (started, reply) = started(marker);
         let shared = Arc::clone(s);
         let db = db.clone();
         tokio::spawn(async move {
@@ -293,9 +388,8 @@ impl ServerWaits {
                     }
                 },
             };
-            match tokio::time::timeout(bound + SLACK, wait(&mut conn)).await {
-                Ok(Ok(freed)) => {
-                    let _ = tell.send(freed);
+            match tokio::time::timeout(bound + SLACK, wait(&mut conn, reply)).await {
+                Ok(Ok(())) => {
                     let mut idle = shared.idle.lock().unwrap_or_else(PoisonError::into_inner);
                     if idle.len() < shared.cap {
                         idle.push(conn);
@@ -312,53 +406,60 @@ impl ServerWaits {
                 Err(_) => conn.close(),
             }
         });
-        Some(Started { marker, answer })
+        Some(started)
     }
 }
 
 /// Where a wake lock is waited for: a server, on a connection; SQLite, at its file.
 enum WakeSite<'a> {
-    Server(&'a WakeStatements, &'a mut Conn),
+    /// A server: its statements, the connection, whether the wait takes turns.
+    Server(&'a WakeStatements, &'a mut Conn, bool),
+    /// SQLite: the folder of wake files, and the wait's turn file once taken (`None`:
+    /// no turns).
     #[cfg(feature = "sqlite")]
-    File(&'a std::path::Path),
+    File(&'a std::path::Path, Option<&'a mut Option<std::fs::File>>),
 }
 
 impl WakeSite<'_> {
     /// One wait, for `left` at most, for the wake lock named `name`.
     async fn once(&mut self, name: &str, left: Duration) -> Result<WakeAnswer, sqlx::Error> {
         match self {
-            Self::Server(statements, conn) => statements.wait(conn, name, left).await,
+            Self::Server(statements, conn, turns) => {
+                statements.wait(conn, name, left, *turns).await
+            }
             #[cfg(feature = "sqlite")]
-            Self::File(dir) => Ok(crate::db::wake_lock::wait_file(dir, name, left).await),
+            Self::File(dir, turn) => {
+                let turn = turn.as_deref_mut();
+                Ok(crate::db::wake_lock::wait_file(dir, name, left, turn).await)
+            }
         }
     }
 }
 
-/// Waits at `site` until `until` for the wake lock named `name` to be let go: `true`
-/// when it was. Nobody holding it is asked again after each of [`NOT_HELD_RETRIES`]
-/// (while time is left), then the waiter polls.
+/// Waits at `site` until `until` for the wake lock named `name` to be let go: how it
+/// ended. Nobody holding it is asked again after each of [`NOT_HELD_RETRIES`] (while
+/// time is left), and then answered.
 async fn retried(
     mut site: WakeSite<'_>,
     name: &str,
     until: tokio::time::Instant,
-) -> Result<bool, sqlx::Error> {
+) -> Result<WakeAnswer, sqlx::Error> {
     let mut retries = NOT_HELD_RETRIES.iter();
     loop {
         let left = until.saturating_duration_since(tokio::time::Instant::now());
         match site.once(name, left).await? {
-            WakeAnswer::Freed => return Ok(true),
-            WakeAnswer::Held => return Ok(false),
             WakeAnswer::NotHeld => match retries.next() {
                 Some(pause) if left > *pause + SHORTEST => tokio::time::sleep(*pause).await,
-                _ => return Ok(false),
+                _ => return Ok(WakeAnswer::NotHeld),
             },
+            ended => return Ok(ended),
         }
     }
 }
 
-/// A wait's statements on its connection: `true` when what it waited for was freed.
+/// A wait's statements on its connection, which answer on its [`Reply`].
 type WaitFuture<'c> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), sqlx::Error>> + Send + 'c>>;
 
 impl Drop for Shared {
     fn drop(&mut self) {

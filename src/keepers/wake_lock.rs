@@ -35,6 +35,7 @@ use tokio::time::Instant;
 use crate::db::presence::Conn;
 use crate::db::wake_lock::{wake_name, WakeStatements};
 use crate::db::Db;
+use crate::keepers::server_wait::Started;
 
 /// How long a hold that did not wait lasts before its key's wake lock is taken.
 pub(crate) const TAKE_AFTER: Duration = Duration::from_millis(5);
@@ -80,6 +81,9 @@ struct State {
     reconnect_at: Option<Instant>,
     /// Whether the server rules wake locks out (a Galera node), once asked.
     ruled_out: Option<bool>,
+    /// The wake turns of waits that woke a holder, kept until its key's take is done
+    /// (dropped, each lets its key's next waiter wait).
+    turns: Vec<(String, Started)>,
     /// SQLite: the wake files taken, locked until dropped.
     #[cfg(feature = "sqlite")]
     files: HashMap<String, std::fs::File>,
@@ -93,6 +97,13 @@ struct Wanted {
 }
 
 impl State {
+    /// Lets the wake turns kept for `key`'s take go: the take is done, or not to be.
+    fn turns_go(&mut self, key: &str) {
+        if !self.turns.is_empty() {
+            self.turns.retain(|(k, _)| k != key);
+        }
+    }
+
     /// Whether `key` is held and its wake lock not yet taken (nor tried).
     fn to_take(&self, key: &str) -> bool {
         self.wanted.contains_key(key) && !self.have.contains_key(key)
@@ -120,11 +131,17 @@ pub(crate) struct WakeHold {
 
 impl WakeHold {
     /// Takes the wake lock at once rather than after [`TAKE_AFTER`]: the hold was
-    /// granted after a wait, so others are likely to wait for it too.
-    pub(crate) fn hurry(&self) {
+    /// granted after a wait, so others are likely to wait for it too. `turn`, the wait
+    /// in the server that woke this holder, keeps the key's wake turn until the take
+    /// is done: the next waiter then finds the wake lock held and waits for it, rather
+    /// than finding none and polling.
+    pub(crate) fn hurry(&self, turn: Option<Started>) {
         let mut state = self.shared.state();
         if state.to_take(&self.key) {
             state.to_take_now.push_back(self.key.clone());
+            if let Some(turn) = turn {
+                state.turns.push((self.key.clone(), turn));
+            }
             drop(state);
             Shared::run(&self.shared);
         }
@@ -247,6 +264,7 @@ impl Shared {
                 if state.to_take(&key) {
                     return Some(Step::Take(key));
                 }
+                state.turns_go(&key);
                 continue;
             }
             let now = Instant::now();
@@ -260,6 +278,7 @@ impl Shared {
                     }
                 }
                 None => {
+                    state.turns.clear();
                     state.running = false;
                     state.conn = conn.take();
                     return None;
@@ -317,6 +336,7 @@ impl Shared {
                     for held in state.have.values_mut() {
                         *held = false;
                     }
+                    state.turns_go(&key);
                     if state.wanted.contains_key(&key) {
                         state.have.insert(key, false);
                     }
@@ -351,6 +371,7 @@ impl Shared {
     /// let-go should its hold have ended meanwhile.
     fn came_to(&self, key: String, taken: bool) {
         let mut state = self.state();
+        state.turns_go(&key);
         if state.wanted.contains_key(&key) {
             state.have.insert(key, taken);
         } else if taken {

@@ -345,7 +345,7 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
             }
             .or_else(|| {
                 first
-                    .then(|| handle.server_waits.wake_wait(db, &ask.key, delay))
+                    .then(|| handle.server_waits.wake_wait(db, &ask.key, delay, true))
                     .flatten()
             });
             // Named by a handoff, with the token of the grant it names (0: look);
@@ -355,7 +355,9 @@ async fn wait(handle: &Arc<Handle>, ask: &Ask, once: bool, tx: &mut Answer) -> O
                 named = woken(&wake) => Some(named),
                 () = super::wait::woken(Some(&local)) => Some(0),
                 () = super::wait::freed(server.as_mut()) => {
-                    seen_freed = server.and_then(|s| s.marker);
+                    // Kept to the end of the turn: a wake lock's waiter keeps the key's
+                    // wake turn until its step has answered.
+                    seen_freed = server.as_ref().and_then(|s| s.marker.clone());
                     None
                 }
                 () = tx.closed() => {

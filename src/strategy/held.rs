@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use crate::keepers::server_wait::Started;
 use crate::keepers::wake_lock::WakeHold;
 use crate::support::error::Result;
 use crate::support::lost::LostSignal;
@@ -73,10 +74,11 @@ impl Held {
     }
 
     /// Has the key's wake lock taken at once: the hold was granted after a wait, so
-    /// others are likely to wait for it too (see `keepers/wake_lock.rs`).
-    pub(crate) fn contended(self) -> Self {
+    /// others are likely to wait for it too (see `keepers/wake_lock.rs`). `turn`, the
+    /// wait in the server that woke this waiter, keeps the key's wake turn until then.
+    pub(crate) fn contended(self, turn: Option<Started>) -> Self {
         if let Some(w) = &self.wake {
-            w.hurry();
+            w.hurry(turn);
         }
         self
     }

@@ -18,6 +18,7 @@ use super::held::Held;
 use super::lease::Renewal;
 use super::wait::{Turn, Wait};
 use super::{wait_in_database, Ask, Granted, Hold};
+use crate::keepers::server_wait::Started;
 
 /// A grant the wait took: what was granted, when its attempt was sent (the grant is
 /// valid until then plus its TTL), and when an attempt last found the lock busy (how
@@ -27,6 +28,9 @@ pub(crate) struct Acquired {
     pub(crate) granted: Granted,
     pub(crate) sent: Instant,
     pub(crate) last_busy: Option<Instant>,
+    /// The wait in the server that woke this waiter, which keeps the key's wake turn
+    /// until the new hold's wake lock is taken (`keepers/server_wait.rs`).
+    pub(crate) turn: Option<Started>,
 }
 
 impl Acquired {
@@ -51,7 +55,7 @@ impl Acquired {
         tracing::debug!(token = id.token, "lock granted");
         let held = Held::new(Arc::clone(handle), id, hold, lost, at_least);
         if self.last_busy.is_some() {
-            held.contended()
+            held.contended(self.turn)
         } else {
             held
         }
@@ -78,6 +82,7 @@ pub(crate) async fn wait(
                 granted,
                 sent,
                 last_busy: None,
+                turn: None,
             }),
             Ok(None) => Err(Error::Timeout {
                 key: ask.key.clone(),
@@ -117,6 +122,7 @@ async fn polled(handle: &Arc<Handle>, ask: &Ask, wait: Wait<'_>) -> Result<Acqui
                     granted,
                     sent,
                     last_busy,
+                    turn: wait.turn(),
                 })
             }
             // The attempt waited in the database already: go again at once.

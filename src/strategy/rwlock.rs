@@ -28,7 +28,7 @@ use super::held::Held;
 use super::landing::{land, Landing, Leases};
 use super::lease::Renewal;
 use super::lock_wait;
-use super::wait::{Turn, Wait};
+use super::wait::{Contention, Turn, Wait};
 use super::Ask;
 
 /// The key of `owner`'s intent to write the read-write lock `name`, held while it
@@ -110,14 +110,26 @@ pub(crate) async fn read(
     ttl: Duration,
     deadline: Option<Instant>,
 ) -> Result<(Landing<Leases>, Instant)> {
-    let mut wait = Wait::new(handle, name, deadline).woken_for(name);
+    // Between its polls a reader waits in the server for the writer's release: the
+    // writer's write side is a lease on the name, which keeps the name's wake lock.
+    let mut wait = Wait::new(handle, name, deadline)
+        .woken_for(name)
+        .woken_by_writer();
+    let mut contention = Contention::new(false);
     loop {
         let outcome = wait
             .attempt(read_attempt(handle, name, ttl, wait.reached()))
             .await?;
+        let raced_now = matches!(&outcome, Err(f) if f.class == Class::Contention);
         match wait.judge(outcome)? {
             Turn::Granted(granted) => return Ok(granted),
             Turn::Again => continue,
+            // Lost a race for the name's gate (readers woken together by a writer's
+            // release race for it): try again soon, not at the next poll.
+            Turn::Busy if raced_now => match contention.lost() {
+                Some(pause) => wait.pause_for(pause).await?,
+                None => wait.pause().await?,
+            },
             Turn::Busy => wait.pause().await?,
         }
     }

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::db::wake_lock::WakeAnswer;
 use crate::db::Failure;
 use crate::keepers::server_wait::{Started, Watch};
 use crate::keepers::wake::{self, LocalSubscription};
@@ -137,8 +138,13 @@ pub(crate) struct Wait<'h> {
     /// The wait's watch of its key, for the markers its busy attempts find.
     _watch: Option<Watch>,
     /// Whether a pause waits in the server for the release of the key's holder, by
-    /// its wake lock (a lock's wait: its key is what the holder holds).
-    holder_woken: bool,
+    /// its wake lock (a lock's wait: its key is what the holder holds), and whether in
+    /// the key's turn (`Some(true)`: a lock's waiter) or with every waiter of the key
+    /// (`Some(false)`: a read's, which the writer's release may grant all together).
+    holder_woken: Option<bool>,
+    /// The last pause's wait in the server, kept until the attempt after it has
+    /// answered: a waiter woken by a wake lock holds the key's wake turn until then.
+    server: Option<Started>,
 }
 
 impl std::fmt::Debug for Wait<'_> {
@@ -174,7 +180,8 @@ impl<'h> Wait<'h> {
             wakeups: None,
             local: None,
             freed: None,
-            holder_woken: false,
+            holder_woken: None,
+            server: None,
         }
     }
 
@@ -183,7 +190,15 @@ impl<'h> Wait<'h> {
     /// it holds the key (`keepers/wake_lock.rs`), within the handle's cap of waits in
     /// the server; beyond it, or where the server has no wake locks, the pause polls.
     pub(crate) fn woken_by_holder(mut self) -> Self {
-        self.holder_woken = true;
+        self.holder_woken = Some(true);
+        self
+    }
+
+    /// [`woken_by_holder`](Self::woken_by_holder) for a read of a read-write lock,
+    /// which waits for the writer that holds the name: without turns, so the writer's
+    /// release wakes every reader, as every one of them may then be granted.
+    pub(crate) fn woken_by_writer(mut self) -> Self {
+        self.holder_woken = Some(false);
         self
     }
 
@@ -263,6 +278,11 @@ impl<'h> Wait<'h> {
         &mut self,
         outcome: std::result::Result<Option<T>, Failure>,
     ) -> Result<Turn<T>> {
+        // The attempt after the last pause has answered: unless granted (the hold
+        // hands the wake turn on, see `turn`), its wake turn goes.
+        if !matches!(outcome, Ok(Some(_))) {
+            self.server = None;
+        }
         match outcome {
             Ok(Some(granted)) => Ok(Turn::Granted(granted)),
             Ok(None) => Ok(Turn::Busy),
@@ -278,43 +298,92 @@ impl<'h> Wait<'h> {
         }
     }
 
+    /// The wait in the server that woke this waiter before its grant, if one did: it
+    /// keeps the key's wake turn until dropped, which the grant's hold does once its
+    /// wake lock is taken, so that the next waiter of the key waits for that.
+    pub(crate) fn turn(&mut self) -> Option<Started> {
+        self.server.take()
+    }
+
     /// Sleeps the back-off's next delay, or less when woken; answers the timeout at the
     /// deadline.
     pub(crate) async fn pause(&mut self) -> Result<()> {
         let delay = self.backoff.next_delay();
-        self.pause_for(delay).await
+        self.paused(delay, true).await
     }
 
     /// Sleeps `delay` (a primitive's own, for a race it lost), or less when woken;
     /// answers the timeout at the deadline.
     pub(crate) async fn pause_for(&mut self, delay: Duration) -> Result<()> {
+        self.paused(delay, false).await
+    }
+
+    /// Sleeps `delay`, or less when woken; answers the timeout at the deadline.
+    ///
+    /// A back-off's pause (`long`) that waits in the server for the key's wake lock,
+    /// held by a live holder, lasts until that holder's release, or the longest poll
+    /// interval at most: the wait has the key watched, and a lease that lapses without
+    /// a release is found at the poll after it, as the back-off would find it. A wake
+    /// lock that nobody holds (a holder that keeps none) leaves the pause its own
+    /// length, as does a primitive's own pause after a race it lost.
+    async fn paused(&mut self, delay: Duration, long: bool) -> Result<()> {
         self.lapsed = 0;
-        let wake = Instant::now() + delay;
-        let until = self.deadline.map_or(wake, |d| wake.min(d));
+        self.server = None;
+        let now = Instant::now();
+        let until = self.deadline.map_or(now + delay, |d| (now + delay).min(d));
         // Where the last attempt found the key held by a lease recording another
         // handle's marker, the pause waits in the server for that marker too; else,
         // for a wait on one key's holder, for the holder's release (its wake lock).
-        let left = until.saturating_duration_since(Instant::now());
         let waits = &self.handle.server_waits;
-        let mut server = waits
-            .start(&self.handle.db, &self.key, left, self.freed.as_deref())
-            .or_else(|| {
-                self.holder_woken
-                    .then(|| waits.wake_wait(&self.handle.db, &self.key, left))
-                    .flatten()
-            });
-        let woken = tokio::select! {
-            () = tokio::time::sleep_until(until) => false,
-            () = self.notified() => true,
-            () = woken(self.local.as_ref()) => true,
-            () = freed(server.as_mut()) => {
-                if let Some(marker) = server.and_then(|s| s.marker) {
-                    self.freed = Some(marker);
-                }
-                true
+        let mut end = until;
+        let mut server = waits.start(
+            &self.handle.db,
+            &self.key,
+            until.saturating_duration_since(now),
+            self.freed.as_deref(),
+        );
+        if let (None, Some(turns)) = (&server, self.holder_woken) {
+            let longest = if long {
+                delay.max(self.handle.settings.poll_max)
+            } else {
+                delay
+            };
+            let long = now + longest;
+            let long = self.deadline.map_or(long, |d| long.min(d));
+            server = waits.wake_wait(
+                &self.handle.db,
+                &self.key,
+                long.saturating_duration_since(now),
+                turns,
+            );
+            if server.is_some() {
+                end = long;
+            }
+        }
+        let woken = loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(end) => break false,
+                () = self.notified() => break true,
+                () = woken(self.local.as_ref()) => break true,
+                answer = ended(server.as_mut()) => match answer {
+                    WakeAnswer::Freed => {
+                        if let Some(marker) = server.as_ref().and_then(|s| s.marker.clone()) {
+                            self.freed = Some(marker);
+                        }
+                        break true;
+                    }
+                    // Ran out: the pause is over.
+                    WakeAnswer::Held => break false,
+                    // Nothing to wait for in the server: the pause's own length.
+                    WakeAnswer::NotHeld => {
+                        server = None;
+                        end = until;
+                    }
+                },
             }
         };
-        if !woken && self.deadline.is_some_and(|d| until >= d) {
+        self.server = server;
+        if !woken && self.deadline.is_some_and(|d| end >= d) {
             return Err(self.timed_out());
         }
         Ok(())
@@ -330,6 +399,14 @@ impl Wait<'_> {
             return w.woken().await;
         }
         std::future::pending().await
+    }
+}
+
+/// How a wait in the server ended, when one runs; never otherwise.
+async fn ended(server: Option<&mut Started>) -> WakeAnswer {
+    match server {
+        Some(s) => s.ended().await,
+        None => std::future::pending().await,
     }
 }
 

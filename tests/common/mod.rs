@@ -303,8 +303,14 @@ impl Backend {
     /// within a process reach only handles whose pools connect alike), so a test sees
     /// what notifications or polls wake alone.
     pub async fn builder_apart(&self) -> anyhow::Result<LockerBuilder> {
+        self.builder_apart_as(0).await
+    }
+
+    /// [`builder_apart`](Self::builder_apart) for the `n`th process of a test that needs
+    /// several apart (0 to 9): each connects unlike every other.
+    pub async fn builder_apart_as(&self, n: usize) -> anyhow::Result<LockerBuilder> {
         const APART: usize = 99;
-        let pool = self.connect(8, Some(APART)).await?;
+        let pool = self.connect(8, Some(APART - n.min(9))).await?;
         Ok(Locker::builder(pool).table(&self.table))
     }
 

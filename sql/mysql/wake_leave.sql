@@ -1,0 +1,6 @@
+-- Wake locks (LockerBuilder::server_waits): a waiter lets its key's wake turn go (see
+-- wake_wait.sql) once the attempt that followed its wait has answered, or once its wait
+-- ran out: the next waiter's wait for the wake lock starts. The connection is one
+-- that only ever waits, and keeps no other name past a statement: every name it holds
+-- is let go, however often its waits took the turn again.
+SELECT CAST(RELEASE_ALL_LOCKS() AS SIGNED)
