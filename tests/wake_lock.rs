@@ -376,8 +376,8 @@ async fn a_wake_lock_lost_with_its_connection_grants_nothing() -> anyhow::Result
 
 /// The sessions that wait for `key`'s wake lock and for its wake turn, as the server
 /// shows them. On MariaDB a wait names no key, and every wait's statement names both
-/// locks: the one whose turn it is (the turn is used) waits for the wake lock, the
-/// others for the turn. On SQLite whether the turn file is locked, and [`UNSEEN`].
+/// locks: the session that holds the turn waits for the wake lock, the others for the
+/// turn. On SQLite whether the turn file is locked, and [`UNSEEN`].
 async fn waits(b: &Backend, admin: &DbPool, key: &str) -> anyhow::Result<(i64, i64)> {
     let name = format!("{}:{key}", b.table);
     Ok(match b.dialect {
@@ -400,24 +400,19 @@ async fn waits(b: &Backend, admin: &DbPool, key: &str) -> anyhow::Result<(i64, i
             )
         }
         _ => {
-            let turn_used = b
-                .scalar(
-                    admin,
-                    &format!(
-                        "SELECT CAST(IS_USED_LOCK(CONCAT('sqlock:q:', MD5(CONCAT(\
-                         IFNULL(DATABASE(), ''), '.', '{name}')))) IS NOT NULL AS SIGNED)"
-                    ),
-                )
-                .await?;
-            let waiting = b
-                .scalar(
-                    admin,
+            // The session whose turn it is holds the turn; any other waits for it.
+            let waiting = |turn: &str| {
+                format!(
                     "SELECT CAST(count(*) AS SIGNED) FROM information_schema.PROCESSLIST \
-                     WHERE STATE = 'User lock' AND INFO LIKE '%sqlock:q:%'",
+                     WHERE STATE = 'User lock' AND INFO LIKE '%sqlock:q:%' \
+                     AND COALESCE(ID = IS_USED_LOCK(CONCAT('sqlock:q:', MD5(CONCAT(\
+                     IFNULL(DATABASE(), ''), '.', '{name}')))), FALSE) = {turn}"
                 )
-                .await?;
-            let on_wake = i64::from(turn_used > 0 && waiting > 0);
-            (on_wake, waiting - on_wake)
+            };
+            (
+                b.scalar(admin, &waiting("TRUE")).await?,
+                b.scalar(admin, &waiting("FALSE")).await?,
+            )
         }
     })
 }
@@ -471,7 +466,7 @@ async fn a_release_wakes_one_waiter_and_the_next_release_the_next() -> anyhow::R
         );
         let waiting_second = tokio::spawn({
             let second = second.clone();
-            async move { second.acquire_timeout(key, WITHIN * 2).await }
+            async move { second.acquire_timeout(key, WITHIN).await }
         });
         anyhow::ensure!(
             common::eventually(|| async { Ok(waits_are(waits(&b, &admin, key).await?, (1, 1))) })

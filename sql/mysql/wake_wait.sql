@@ -1,7 +1,9 @@
 -- Wake locks (LockerBuilder::server_waits): a waiter that found its key busy waits, on
 -- a connection of its own outside the pool, for the key's wake lock (wake_hold.sql) to
 -- be let go by its holder, for :wait_us at most in all (GET_LOCK takes fractions of a
--- second; NOW(6) is the statement's start, SYSDATE(6) the moment it is read).
+-- second; NOW(6) is the statement's start, SYSDATE(6) the moment it is read, both as
+-- seconds since the epoch, which no time zone change moves; on a server started with
+-- --sysdate-is-now a wait may last up to twice as long).
 --
 -- The key's waiters take turns: each first takes the key's wake turn ('sqlock:q:' and
 -- the same MD5, queued in the order they asked), and only the waiter whose turn it is
@@ -22,7 +24,7 @@ SELECT CAST(COALESCE(
           2,
           IF(GET_LOCK(CONCAT('sqlock:w:', MD5(CONCAT(IFNULL(DATABASE(), ''), '.', :wake))),
                       GREATEST(CAST(:wait_us AS DOUBLE) / 1000000
-                               - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) / 1000000,
+                               - (UNIX_TIMESTAMP(SYSDATE(6)) - UNIX_TIMESTAMP(NOW(6))),
                                0)) = 1,
              RELEASE_LOCK(CONCAT('sqlock:w:', MD5(CONCAT(IFNULL(DATABASE(), ''), '.', :wake)))),
              0)),

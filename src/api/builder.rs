@@ -256,7 +256,9 @@ impl LockerBuilder {
     /// found the key busy waits for that wake lock, and tries again the moment it is
     /// let go: waiters in other processes learn that a lock is free within a round
     /// trip of its release rather than at their next poll. The key's waiters take
-    /// turns (a *wake turn*, a second native lock, queued in the order they asked):
+    /// turns (a *wake turn*: a second native lock, which the server queues in the order
+    /// they asked; on SQLite a second file, tried every millisecond, shared by the keys
+    /// whose wake files are one):
     /// only the waiter whose turn it is waits for the wake lock, so a release wakes one
     /// waiter, as a native lock's release does, not every waiter to race for the row.
     /// The woken waiter keeps its turn until its attempt has answered and, granted,
@@ -267,8 +269,9 @@ impl LockerBuilder {
     /// path: a hold that did not wait takes its wake lock 5 ms after its grant (a hold
     /// given back sooner sends none), one that waited at once. A waiter that finds the
     /// key held without a wake lock (its holder has just been granted, keeps none, or
-    /// polls only) asks again 1, 2, 4, 8 and 16 ms later, then sleeps the rest of its
-    /// pause and polls. Readers waiting for a read-write lock's writer wait for the
+    /// polls only) asks again 1, 2, 4, 8 and 16 ms later, then tries the key at once
+    /// (it may have been freed before the wait began), and at later such pauses sleeps
+    /// the rest of the pause and polls. Readers waiting for a read-write lock's writer wait for the
     /// name's wake lock, which the write side keeps, without turns: the writer's release
     /// wakes every one of them, as each may then be granted.
     ///
@@ -279,7 +282,8 @@ impl LockerBuilder {
     /// process died), so the waiter tries again within a round trip of the server
     /// seeing the holder's connections close, rather than at its next poll.
     ///
-    /// Either wait lets its lock go in the same statement, and the lease row stays the
+    /// Either wait lets the lock it waited for go in the same statement (a wake turn is
+    /// kept until the attempt after it has answered), and the lease row stays the
     /// truth: the next attempt takes the lease by the acquisition's own check, exactly
     /// as a poll would, or finds it busy and waits on. A wake lock let go early (its
     /// connection killed) or kept late (a holder whose lease lapsed) costs a waiter an
@@ -290,14 +294,20 @@ impl LockerBuilder {
     /// exempt from the server's idle and statement timeouts as presence's are; it is
     /// kept for the next wait and closed when the handle goes. So a handle, with the
     /// handles made from it, costs up to this many connections more than its pool while
-    /// its waiters wait, and one more from its first hold on (the wake locks'). Beyond the cap, and where nothing can be
-    /// waited for (SQLite, a transaction-pooling proxy, a Galera node), waiters poll as
-    /// before. Where no wake lock is held, a waiter's pause costs it up to six short
-    /// statements on its wait connection, none on the pool. The wake locks' statements
-    /// are counted apart, as `sqlock_wake_lock_statements_total`. A waiter dropped
-    /// while its turn is under way leaves its wait to run out in the server: the next
-    /// waiter's turn then comes at the release, which finds no wake lock, and it polls
-    /// at its next pause's end (a wake-up lost, never a grant).
+    /// its waiters wait, and one more from its first hold on (the wake locks'). On
+    /// SQLite the waits are file locks and need no connection: a wait for a holder's
+    /// release takes a thread of the process, blocked in the kernel until the wake file
+    /// is let go, one per file waited for; a crashed holder's marker is not waited for.
+    /// Beyond the cap, and where nothing can be waited for (a transaction-pooling
+    /// proxy, a Galera node), waiters poll as before. Where no wake lock is held, a
+    /// waiter's pause costs it up to seven short statements on its wait connection (the
+    /// tries and the turn's let-go), none on the pool. The wake locks' statements
+    /// are counted apart, as `sqlock_wake_lock_statements_total`. A wait whose waiter
+    /// stopped waiting for it (dropped, or woken otherwise: a release in its own
+    /// process, a notification) runs on in the server until it is answered, keeping
+    /// its place among the key's turns and a slot of the cap meanwhile; should it hold
+    /// the turn, the release it catches wakes nobody, and the next waiter, finding no
+    /// wake lock, tries at once (a wake-up late by some milliseconds, never a grant).
     ///
     /// Within one process a release wakes the key's waiter whatever this setting
     /// (`keepers/wake.rs`); and see [`notify_waiters`](Self::notify_waiters).

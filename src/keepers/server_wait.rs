@@ -147,10 +147,10 @@ impl Started {
         }
     }
 
-    /// How the wait ended: freed; ran out with it still held; or nothing held to wait
-    /// for (a wake lock nobody took), which a wait that failed answers too.
+    /// How the wait ended: freed; ran out with it still held, which a wait that
+    /// failed answers too; or nothing held to wait for (a wake lock nobody took).
     pub(crate) async fn ended(&mut self) -> WakeAnswer {
-        (&mut self.answer).await.unwrap_or(WakeAnswer::NotHeld)
+        (&mut self.answer).await.unwrap_or(WakeAnswer::Held)
     }
 }
 
@@ -318,7 +318,7 @@ impl ServerWaits {
                 let site = WakeSite::File(&dir, turns.then_some(&mut turn));
                 let answer = retried(site, &name, until)
                     .await
-                    .unwrap_or(WakeAnswer::NotHeld);
+                    .unwrap_or(WakeAnswer::Held);
                 // As on a server: the turn is kept through the woken waiter's attempt
                 // and its own take, and let go when the file is closed.
                 let tried = reply.send(answer);

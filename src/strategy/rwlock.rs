@@ -115,7 +115,7 @@ pub(crate) async fn read(
     let mut wait = Wait::new(handle, name, deadline)
         .woken_for(name)
         .woken_by_writer();
-    let mut contention = Contention::new(false);
+    let mut contention = Contention::new(true);
     loop {
         let outcome = wait
             .attempt(read_attempt(handle, name, ttl, wait.reached()))
@@ -125,12 +125,20 @@ pub(crate) async fn read(
             Turn::Granted(granted) => return Ok(granted),
             Turn::Again => continue,
             // Lost a race for the name's gate (readers woken together by a writer's
-            // release race for it): try again soon, not at the next poll.
+            // release race for it): try again soon, not at the next poll; a race lost
+            // more often than a single try's retries in a row (a gate kept for a
+            // whole transaction: a for-update holder of the name) waits as busy.
             Turn::Busy if raced_now => match contention.lost() {
                 Some(pause) => wait.pause_for(pause).await?,
-                None => wait.pause().await?,
+                None => {
+                    contention = Contention::new(true);
+                    wait.pause().await?;
+                }
             },
-            Turn::Busy => wait.pause().await?,
+            Turn::Busy => {
+                contention = Contention::new(true);
+                wait.pause().await?;
+            }
         }
     }
 }

@@ -145,6 +145,9 @@ pub(crate) struct Wait<'h> {
     /// The last pause's wait in the server, kept until the attempt after it has
     /// answered: a waiter woken by a wake lock holds the key's wake turn until then.
     server: Option<Started>,
+    /// Whether a wait for the wake lock found none held, and the waiter tried again at
+    /// once, since the last wait that found one: a second such wait sleeps its pause.
+    not_held_seen: bool,
 }
 
 impl std::fmt::Debug for Wait<'_> {
@@ -182,6 +185,7 @@ impl<'h> Wait<'h> {
             freed: None,
             holder_woken: None,
             server: None,
+            not_held_seen: false,
         }
     }
 
@@ -367,14 +371,25 @@ impl<'h> Wait<'h> {
                 () = woken(self.local.as_ref()) => break true,
                 answer = ended(server.as_mut()) => match answer {
                     WakeAnswer::Freed => {
+                        self.not_held_seen = false;
                         if let Some(marker) = server.as_ref().and_then(|s| s.marker.clone()) {
                             self.freed = Some(marker);
                         }
                         break true;
                     }
-                    // Ran out: the pause is over.
-                    WakeAnswer::Held => break false,
-                    // Nothing to wait for in the server: the pause's own length.
+                    // Ran out (or failed): the pause goes on to its end.
+                    WakeAnswer::Held => {
+                        self.not_held_seen = false;
+                        server = None;
+                    }
+                    // No wake lock held: the first time, the key may have been freed
+                    // between the busy attempt and the wait (its release came first),
+                    // so the waiter tries again at once; after that (a holder that
+                    // keeps none), the pause's own length.
+                    WakeAnswer::NotHeld if !self.not_held_seen => {
+                        self.not_held_seen = true;
+                        break true;
+                    }
                     WakeAnswer::NotHeld => {
                         server = None;
                         end = until;
