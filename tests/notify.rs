@@ -181,7 +181,8 @@ impl Held {
 }
 
 /// As [`handoff`], for `waiting`: the waiter's outcome, the holder's release having
-/// come about a second into its wait.
+/// come about a second into its wait. As there, the waiter waits in the server for no
+/// wake lock (a reader would wait for the writer's): the notification alone wakes it.
 async fn primitive_handoff(
     b: &common::Backend,
     waiting: Waiting,
@@ -194,6 +195,7 @@ async fn primitive_handoff(
         .await?
         .notify_waiters(notify)
         .poll_interval(POLL, POLL)
+        .server_waits(0)
         .build()?;
     let name = format!("wake-{waiting:?}-{notify}");
     let held = match waiting {
