@@ -383,7 +383,15 @@ impl<'a> LockRequest<'a> {
     /// ```
     pub async fn acquire_timeout(self, timeout: Duration) -> Result<LockGuard> {
         let deadline = Instant::now().checked_add(timeout);
-        self.wait(deadline).await
+        match self.wait(deadline).await {
+            // A timeout comes at the deadline set here: the call waited `timeout` at
+            // least, though the wait counts from its own start, a moment later.
+            Err(Error::Timeout { key, waited }) => Err(Error::Timeout {
+                key,
+                waited: waited.max(timeout),
+            }),
+            other => other,
+        }
     }
 
     async fn wait(self, deadline: Option<Instant>) -> Result<LockGuard> {
