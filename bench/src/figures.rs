@@ -100,6 +100,10 @@ pub(crate) enum Waiting {
     /// As [`Apart`](Self::Apart), with no waits in the server (`server_waits(0)`):
     /// polling alone, as before wake locks.
     ApartPolling,
+    /// No waiter at all: the library's release and acquisition statements sent raw,
+    /// back to back on two connections, after each hold (`baseline::raw::handoff`),
+    /// the floor under the library's handoff.
+    RawStatements,
 }
 
 impl Waiting {
@@ -112,6 +116,7 @@ impl Waiting {
             Self::NativeBlocking => "native, blocking",
             Self::Apart => "library, processes apart",
             Self::ApartPolling => "library, apart, polling",
+            Self::RawStatements => "raw, back to back",
         }
     }
 }

@@ -64,7 +64,9 @@ pub(crate) fn targets(r: &Report) -> Vec<Target> {
         });
     }
     for c in &r.contended {
-        if c.strategy != Strategy::Lease.name() || c.waiting == Waiting::NativeBlocking {
+        if c.strategy != Strategy::Lease.name()
+            || matches!(c.waiting, Waiting::NativeBlocking | Waiting::RawStatements)
+        {
             continue;
         }
         let mut h = c.handoff.clone();

@@ -9,6 +9,8 @@ use tokio::task::JoinSet;
 
 use crate::args::BenchArgs;
 use crate::baseline::native::NativeConn;
+use crate::baseline::raw;
+use crate::baseline::statements::{RawStatements, Values};
 use crate::count;
 use crate::failure::{db_failure, Failure};
 use crate::figures::{Contended, Waiting};
@@ -261,6 +263,8 @@ pub(crate) async fn contended(
     }
     let slice = args.contended_duration / args.rounds;
     let mut acc: Vec<Option<Contended>> = vec![None; setups.len()];
+    // The floor under the lease's handoff: its two statements with nothing around them.
+    let mut raw = RawHandoff::new(db, table, strategies)?;
     for round in 0..args.rounds {
         progress.note(&format!(
             "contended: {} waiters on one key, round {}/{}",
@@ -321,8 +325,12 @@ pub(crate) async fn contended(
                 None => acc[i] = Some(m),
             }
         }
+        if let Some(r) = &mut raw {
+            r.round(db, args.hold, slice).await?;
+        }
     }
     let mut measured: Vec<Contended> = acc.into_iter().flatten().collect();
+    measured.extend(raw.and_then(RawHandoff::finish));
     // What a queue costs while it stands still, for the waiters that poll or are woken
     // (for-update waiters wait in the server and send nothing meanwhile).
     for (i, (waiting, s)) in setups.iter().enumerate() {
@@ -345,6 +353,84 @@ pub(crate) async fn contended(
         }
     }
     Ok((measured, notify))
+}
+
+/// The lease's handoff with its raw statements (`baseline::raw::handoff`), a round at a
+/// time beside the contended rounds.
+struct RawHandoff {
+    statements: RawStatements,
+    values: Values,
+    next_owner: String,
+    measured: Option<Contended>,
+}
+
+impl RawHandoff {
+    /// `None` when the run measures no lease.
+    fn new(
+        db: &DbPool,
+        table: &TableName,
+        strategies: &[Strategy],
+    ) -> Result<Option<Self>, Failure> {
+        if !strategies.contains(&Strategy::Lease) {
+            return Ok(None);
+        }
+        // Owners as the library makes them.
+        let owner = || -> Result<String, Failure> {
+            Ok(Locker::builder(db.clone())
+                .table(table.as_str())
+                .build()?
+                .owner()
+                .to_string())
+        };
+        Ok(Some(Self {
+            statements: RawStatements::new(db.dialect(), table)?,
+            values: Values {
+                key: format!("{KEY_PREFIX}c-raw"),
+                owner: owner()?,
+                strategy: Strategy::Lease,
+                ttl_us: TTL.as_micros() as i64,
+                token: 0,
+            },
+            next_owner: owner()?,
+            measured: None,
+        }))
+    }
+
+    /// Hands the key over after each hold of `hold`, for `slice`.
+    async fn round(&mut self, db: &DbPool, hold: Duration, slice: Duration) -> Result<(), Failure> {
+        let before = count::snapshot();
+        let until = Instant::now() + slice;
+        let handoff = raw::handoff(
+            db,
+            &self.statements,
+            &self.values,
+            &self.next_owner,
+            hold,
+            until,
+        )
+        .await
+        .map_err(db_failure)?;
+        let m = Contended {
+            waiting: Waiting::RawStatements,
+            strategy: Strategy::Lease.name(),
+            workers: 2,
+            grants: handoff.len() as u64,
+            secs: slice.as_secs_f64(),
+            handoff,
+            stmts: count::snapshot().since(&before),
+            wait_secs: 0.0,
+            still: None,
+        };
+        match &mut self.measured {
+            Some(a) => a.absorb(&m),
+            None => self.measured = Some(m),
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Option<Contended> {
+        self.measured
+    }
 }
 
 /// How long waiters settle before a window of [`standing_still`] is counted, at most:
