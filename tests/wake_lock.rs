@@ -569,3 +569,80 @@ async fn a_writers_release_wakes_every_reader_of_another_process() -> anyhow::Re
     }
     Ok(())
 }
+
+/// A lock waiter whose key a handle of its own process holds is woken by that hold's
+/// release within the process (`keepers/wake.rs`), and waits in the server for no wake
+/// lock and no turn meanwhile: such a wait would add statements and keep a turn that
+/// waiters of other processes need. The same waits are seen at once for a waiter of
+/// another process (the control), so that their absence is no blind spot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_of_a_key_held_in_its_own_process_waits_for_its_wake_up_alone(
+) -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    for b in common::backends("wake_lock_here").await {
+        b.fresh_table().await?;
+        let d = b.dialect;
+        let admin = b.pool().await?;
+        let key = "here";
+        // The holder's pool connects as the waiter's: the same process, as sqlock sees it.
+        let holder = b.builder().await?.ttl(QUIET_POLL * 5).build()?;
+        for apart in [false, true] {
+            let what = format!("{d}, waiter apart: {apart}");
+            let guard = holder.acquire(key).await?;
+            anyhow::ensure!(
+                until_wake_lock(&b, &admin, key, true, Some(0)).await?,
+                "{what}: the holder never took the key's wake lock"
+            );
+            let waiter = if apart {
+                b.builder_apart().await?
+            } else {
+                b.builder().await?
+            }
+            .ttl(QUIET_POLL * 5)
+            .poll_interval(QUIET_POLL, QUIET_POLL)
+            .server_waits(2)
+            .build()?;
+            let before = busy("lease", &b.table);
+            let waiting = tokio::spawn({
+                let waiter = waiter.clone();
+                async move { waiter.acquire_timeout(key, WITHIN).await }
+            });
+            anyhow::ensure!(
+                common::eventually(|| async { Ok(busy("lease", &b.table) > before) }).await?,
+                "{what}: the waiter never found the key busy"
+            );
+            let seen = busy("lease", &b.table);
+            if apart {
+                // The control: a wait in the server for the wake lock, holding the turn.
+                anyhow::ensure!(
+                    common::eventually(|| async { Ok(waits(&b, &admin, key).await?.0 == 1) })
+                        .await?,
+                    "{what}: the waiter of another process never waited in the server"
+                );
+            } else {
+                // A wait in the server begins right after the busy answer and would last
+                // the waiter's whole pause: none in half a second is none at all.
+                for _ in 0..25 {
+                    let (first, rest) = waits(&b, &admin, key).await?;
+                    assert!(
+                        first == 0 && (rest == 0 || rest == UNSEEN),
+                        "{what}: the waiter waits in the server: {first} / {rest}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            assert!(guard.release().await?, "{what}");
+            let granted = waiting
+                .await?
+                .map_err(|e| anyhow::anyhow!("{what}: not woken by the release: {e}"))?;
+            // Woken once the release had committed: its first attempt was granted.
+            assert_eq!(busy("lease", &b.table), seen, "{what}: found the key busy");
+            assert!(granted.release().await?, "{what}");
+            anyhow::ensure!(
+                until_wake_lock(&b, &admin, key, false, Some(0)).await?,
+                "{what}: the wake lock outlived the last release"
+            );
+        }
+    }
+    Ok(())
+}

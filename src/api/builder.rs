@@ -310,7 +310,12 @@ impl LockerBuilder {
     /// wake lock, tries at once (a wake-up late by some milliseconds, never a grant).
     ///
     /// Within one process a release wakes the key's waiter whatever this setting
-    /// (`keepers/wake.rs`); and see [`notify_waiters`](Self::notify_waiters).
+    /// (`keepers/wake.rs`). A lock waiter whose key a handle of its own process holds
+    /// (on a pool that connects alike) waits for that wake-up alone, and for no wake
+    /// lock in the server: it costs no statement beyond its polls, and leaves the
+    /// key's turns to the waiters of other processes. Should that hold have lapsed and
+    /// another process hold the key, the waiter polls until the hold here ends. See
+    /// also [`notify_waiters`](Self::notify_waiters).
     ///
     /// # Examples
     ///

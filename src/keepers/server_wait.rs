@@ -23,7 +23,9 @@
 //! attempt found its key busy, with no crashed holder's marker to wait for, waits for
 //! the key's wake lock, which the holder keeps while it holds the key and lets go once
 //! its release has committed (`keepers/wake_lock.rs`, `wake_wait.sql`), for as long
-//! as the longest poll interval at most. Nobody holding it as the wait begins (a
+//! as the longest poll interval at most (a waiter whose key a hold of its own process
+//! keeps waits for that hold's release within the process instead: `keepers/wake.rs`,
+//! `strategy/wait.rs`). Nobody holding it as the wait begins (a
 //! holder that keeps none, or has not taken it yet) is asked again over the next
 //! 31 ms, then the waiter sleeps the rest of its pause.
 //!

@@ -22,6 +22,10 @@
 //! permit's release also wakes the semaphore's waiters (who wait for any permit of it,
 //! by its prefix), and a read's or a permit's release the waiters of the name.
 //!
+//! The registry also counts the keys this process holds ([`hold_here`]): a lock
+//! waiter whose key is held here is woken from here at its release, and waits in the
+//! server for no wake lock meanwhile.
+//!
 //! [`Locker`]: crate::Locker
 
 use std::collections::HashMap;
@@ -56,6 +60,9 @@ type Waiters = HashMap<String, Vec<(u64, Arc<Wakeup>)>>;
 struct Registry {
     next_id: AtomicU64,
     waiters: Mutex<Waiters>,
+    /// The holds of each table and key (`<scope>\0<key>`) in this process, as
+    /// [`hold_here`] counts them.
+    held: Mutex<HashMap<String, u32>>,
 }
 
 /// The process's registry.
@@ -68,6 +75,10 @@ impl Registry {
     fn waiters(&self) -> MutexGuard<'_, Waiters> {
         // Plain data: a panic elsewhere while it was held leaves nothing half done.
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn held(&self) -> MutexGuard<'_, HashMap<String, u32>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Wakes the longest waiting waiter of `entry`, unless one already has a wake-up
@@ -144,6 +155,40 @@ pub(crate) fn released(scope: &str, key: &str) {
     }
 }
 
+/// Counts a hold of `key` in `scope` by this process until the answer is dropped: a
+/// lock waiter of this process whose key is held here is woken by that hold's release
+/// ([`released`]), and needs no wait in the server for it (`strategy/wait.rs`).
+pub(crate) fn hold_here(scope: &str, key: &str) -> HeldHere {
+    let entry = entry(scope, key);
+    *registry().held().entry(entry.clone()).or_insert(0) += 1;
+    HeldHere { entry }
+}
+
+/// Whether a hold of this process counts `key` in `scope` as held ([`hold_here`]). A
+/// hint, as a wake-up is: the hold may have lapsed, and another process may hold the
+/// key meanwhile (its waiter here then polls).
+pub(crate) fn held_here(scope: &str, key: &str) -> bool {
+    registry().held().contains_key(&entry(scope, key))
+}
+
+/// A hold counted by [`hold_here`]; dropping it ends the count.
+#[derive(Debug)]
+pub(crate) struct HeldHere {
+    entry: String,
+}
+
+impl Drop for HeldHere {
+    fn drop(&mut self) {
+        let mut held = registry().held();
+        if let Some(n) = held.get_mut(&self.entry) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.entry);
+            }
+        }
+    }
+}
+
 /// One waiter's registration; dropping it unregisters.
 #[derive(Debug)]
 pub(crate) struct LocalSubscription {
@@ -209,6 +254,21 @@ mod tests {
         // Another table's release of the same key wakes nobody here.
         released("wake_unit_other", "k");
         assert!(!second.wakeup.pending.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_key_counts_as_held_here_until_its_last_hold_ends() {
+        let table = "wake_unit_held";
+        assert!(!held_here(table, "k"));
+        let first = hold_here(table, "k");
+        let second = hold_here(table, "k");
+        assert!(held_here(table, "k"));
+        assert!(!held_here(table, "other"));
+        assert!(!held_here("wake_unit_held_other", "k"));
+        drop(first);
+        assert!(held_here(table, "k"));
+        drop(second);
+        assert!(!held_here(table, "k"));
     }
 
     #[tokio::test]

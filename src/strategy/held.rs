@@ -9,6 +9,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use crate::keepers::server_wait::Started;
+use crate::keepers::wake::{self, HeldHere};
 use crate::keepers::wake_lock::WakeHold;
 use crate::support::error::Result;
 use crate::support::lost::LostSignal;
@@ -39,6 +40,10 @@ pub(crate) struct Held {
     /// The key's wake lock, asked for while a lease is held and let go once it has
     /// been given back (`keepers/wake_lock.rs`).
     wake: Option<WakeHold>,
+    /// The hold counted in this process's wake-up registry, so that a waiter of the
+    /// key here waits for the release's wake-up rather than in the server
+    /// (`keepers/wake.rs`).
+    _here: Option<HeldHere>,
 }
 
 impl Held {
@@ -55,14 +60,16 @@ impl Held {
         handle.meter.hold_began(id.strategy, &id.key);
         // A for-update lock's waiters wait on its row in the server already; a hold of
         // a name in shared mode (a read, a permit) has no waiter of its own key.
-        let wake = match &hold {
-            Hold::Lease(_) if crate::db::values::Parent::of(&id.key).is_none() => {
-                handle.wake_locks.hold(&id.key)
-            }
-            _ => None,
+        let (wake, here) = match &hold {
+            Hold::Lease(_) if crate::db::values::Parent::of(&id.key).is_none() => (
+                handle.wake_locks.hold(&id.key),
+                Some(wake::hold_here(&handle.wake_scope, &id.key)),
+            ),
+            _ => (None, None),
         };
         Self {
             wake,
+            _here: here,
             handle,
             id,
             lost,

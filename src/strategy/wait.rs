@@ -346,7 +346,14 @@ impl<'h> Wait<'h> {
             until.saturating_duration_since(now),
             self.freed.as_deref(),
         );
-        if let (None, Some(turns)) = (&server, self.holder_woken) {
+        // A lock waiter whose key a hold of this process keeps is woken by that hold's
+        // release from within the process (`keepers/wake.rs`), before the wake lock
+        // is even let go: a wait in the server would only add statements. Should the
+        // key be held elsewhere all the same (the hold here lapsed), the pause polls.
+        let held_here = self.holder_woken == Some(true)
+            && self.local.is_some()
+            && wake::held_here(&self.handle.wake_scope, &self.key);
+        if let (None, Some(turns), false) = (&server, self.holder_woken, held_here) {
             let longest = if long {
                 delay.max(self.handle.settings.poll_max)
             } else {
