@@ -584,8 +584,15 @@ async fn a_waiter_of_a_key_held_in_its_own_process_waits_for_its_wake_up_alone(
         let d = b.dialect;
         let admin = b.pool().await?;
         let key = "here";
-        // The holder's pool connects as the waiter's: the same process, as sqlock sees it.
-        let holder = b.builder().await?.ttl(QUIET_POLL * 5).build()?;
+        // The holder's pool connects as the waiter's: the same process, as sqlock sees
+        // it. It keeps wake locks whatever the suite's setting (as the waiters wait in
+        // the server whatever it is), so that the control has something to wait for.
+        let holder = b
+            .builder()
+            .await?
+            .ttl(QUIET_POLL * 5)
+            .server_waits(2)
+            .build()?;
         for apart in [false, true] {
             let what = format!("{d}, waiter apart: {apart}");
             let guard = holder.acquire(key).await?;
