@@ -245,7 +245,8 @@ standby_up() {
     standby_down
     for c in "$HA_PRIMARY" "$HA_STANDBY"; do
         if [ -d "/etc/postgresql/$v/$c" ]; then pg_dropcluster "$v" "$c" >/dev/null 2>&1 || true; fi
-        rm -rf "/etc/postgresql/$v/$c"
+        # A run killed half way may leave either folder without the other.
+        rm -rf "/etc/postgresql/$v/$c" "/var/lib/postgresql/$v/$c"
     done
     log "creating primary $HA_PRIMARY on port $HA_PRIMARY_PORT"
     pg_createcluster "$v" "$HA_PRIMARY" -p "$HA_PRIMARY_PORT" >/dev/null
@@ -309,8 +310,9 @@ down)
         if [ -d "/etc/postgresql/$v/$c" ]; then
             pg_dropcluster --stop "$v" "$c" >/dev/null 2>&1 || true
         fi
-        # pg_dropcluster leaves a configuration folder holding files it did not make.
-        rm -rf "/etc/postgresql/$v/$c"
+        # pg_dropcluster leaves a configuration folder holding files it did not make,
+        # and a cluster whose configuration is gone keeps its data folder.
+        rm -rf "/etc/postgresql/$v/$c" "/var/lib/postgresql/$v/$c"
     done
     rm -rf "$GALERA_DIR" "$PGB_DIR"
     ;;
